@@ -1,0 +1,1 @@
+"""The traceconv command line (installed as the ``traceconv_cli`` package)."""

@@ -1,0 +1,312 @@
+"""Independent decoders of traceconv's two outputs, for tests.
+
+They do not use traceconv's own readers: they decode the bytes (Chrome JSON
+with orjson, Perfetto protobuf with ``perfetto_trace_pb2``) the way the viewers
+interpret them, into one normalized :class:`Timeline` so that the two outputs
+of one input, and the model they came from, can be compared field by field.
+
+Tracks are keyed by ``(process name, track name)``: a thread's name, or the
+name of a non-thread track (which the JSON writer turns into a named thread).
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from traceconv.model import Trace, TrackKind, decode_args
+
+
+@dataclass(frozen=True)
+class Slice:
+    process: str
+    track: str
+    name: str
+    cat: str
+    ts: int
+    dur: int
+    args: str          # canonical JSON of the args (sorted keys)
+    depth: int = -1
+
+
+@dataclass
+class Timeline:
+    slices: list[Slice] = field(default_factory=list)
+    instants: list[tuple[str, str, str, int, str]] = field(default_factory=list)   # process, track, name, ts, scope
+    counters: list[tuple[str, str, int, float]] = field(default_factory=list)      # process, track, ts, value
+    flows: list[tuple[tuple, tuple]] = field(default_factory=list)                 # (src slice key, dst slice key)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    processes: dict[int, str] = field(default_factory=dict)                        # pid -> name
+
+    def slice_set(self, with_depth: bool = True) -> Counter:
+        return Counter(s if with_depth else Slice(*(list(s.__dict__.values())[:-1]), depth=-1)
+                       for s in self.slices)
+
+    def tracks(self) -> set[tuple[str, str]]:
+        return {(s.process, s.track) for s in self.slices}
+
+
+def canon(args: dict | None) -> str:
+    return orjson.dumps(args or {}, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _key(s: Slice) -> tuple:
+    return (s.process, s.track, s.name, s.ts, s.dur)
+
+
+def _depths(slices: list[Slice]) -> list[Slice]:
+    """Depth of each slice on its track by Perfetto's nesting rule for X events."""
+    by_track: dict[tuple, list[int]] = defaultdict(list)
+    for i, s in enumerate(slices):
+        by_track[(s.process, s.track)].append(i)
+    out = list(slices)
+    for idx in by_track.values():
+        idx.sort(key=lambda i: (slices[i].ts, -slices[i].dur, i))
+        stack: list[int] = []
+        for i in idx:
+            s = slices[i]
+            while stack and stack[-1] <= s.ts:
+                stack.pop()
+            if stack and s.ts + s.dur > stack[-1]:
+                raise AssertionError(f"slices overlap without nesting on one track: {s}")
+            out[i] = Slice(**{**s.__dict__, "depth": len(stack)})
+            stack.append(s.ts + s.dur)
+    return out
+
+
+# ---------------------------------------------------------------- Chrome JSON
+
+def _ns(us: Any) -> int:
+    # exact for the decimal strings traceconv writes: go through the text
+    text = orjson.dumps(us).decode()
+    if "e" in text or "E" in text:
+        return round(float(text) * 1000)
+    neg = text.startswith("-")
+    text = text.lstrip("-")
+    whole, _, frac = text.partition(".")
+    v = int(whole) * 1000 + int((frac + "000")[:3])
+    return -v if neg else v
+
+
+def read_chrome_json(path: str | Path) -> Timeline:
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    doc = orjson.loads(data)
+    events = doc["traceEvents"]
+    base = int(doc.get("baseTimeNanoseconds", 0))
+    pnames: dict[int, str] = {}
+    tnames: dict[tuple[int, int], str] = {}
+    for e in events:
+        if e["ph"] == "M" and e["name"] == "process_name":
+            pnames[e["pid"]] = e["args"]["name"]
+        elif e["ph"] == "M" and e["name"] == "thread_name":
+            tnames[(e["pid"], e["tid"])] = e["args"]["name"]
+    tl = Timeline(metadata=doc.get("metadata", {}), processes=dict(pnames))
+    raw: list[Slice] = []
+    binds: dict[tuple[str, int], list[int]] = defaultdict(list)
+    v1: dict[int, dict[str, tuple]] = defaultdict(dict)
+    for e in events:
+        ph = e["ph"]
+        if ph == "X":
+            pid, tid = e["pid"], e["tid"]
+            s = Slice(pnames.get(pid, ""), tnames.get((pid, tid), ""), e["name"], e.get("cat", ""),
+                      base + _ns(e["ts"]), _ns(e["dur"]), canon(e.get("args")))
+            if "bind_id" in e:
+                binds[("out" if e.get("flow_out") else "in", e["bind_id"])].append(len(raw))
+            raw.append(s)
+        elif ph == "i":
+            scope = e.get("s", "t")
+            track = tnames.get((e["pid"], e.get("tid")), "") if scope == "t" else ""
+            tl.instants.append((pnames.get(e.get("pid"), "") if scope != "g" else "", track, e["name"],
+                                base + _ns(e["ts"]), scope))
+        elif ph == "C":
+            ((series, value),) = e["args"].items()
+            track = e["name"] if series == "value" else f"{e['name']} {series}"
+            tl.counters.append((pnames.get(e["pid"], ""), track, base + _ns(e["ts"]), float(value)))
+        elif ph in ("s", "f"):
+            v1[e["id"]][ph] = (e["pid"], e["tid"], base + _ns(e["ts"]))
+        elif ph != "M":
+            raise AssertionError(f"unexpected phase {ph!r} in traceconv's output")
+    tl.slices = _depths(raw)
+    for (direction, bid), idx in binds.items():
+        if direction == "out":
+            (src,) = idx
+            (dst,) = binds[("in", bid)]
+            tl.flows.append((_key(tl.slices[src]), _key(tl.slices[dst])))
+
+    def enclosing(pid: int, tid: int, ts: int) -> tuple:
+        track = (pnames.get(pid, ""), tnames.get((pid, tid), ""))
+        cands = [s for s in tl.slices if (s.process, s.track) == track and s.ts <= ts <= s.ts + s.dur]
+        best = max(cands, key=lambda s: s.depth)
+        return _key(best)
+
+    for ends in v1.values():
+        tl.flows.append((enclosing(*ends["s"]), enclosing(*ends["f"])))
+    return tl
+
+
+# ---------------------------------------------------------------- Perfetto protobuf
+
+def _ann_value(a: Any, names: dict[int, str]) -> Any:
+    which = a.WhichOneof("value")
+    if a.dict_entries:
+        return {e.name: _ann_value(e, names) for e in a.dict_entries}
+    if a.array_values:
+        return [_ann_value(v, names) for v in a.array_values]
+    if which == "legacy_json_value":
+        return orjson.loads(a.legacy_json_value)
+    if which is None:
+        return None
+    return getattr(a, which)
+
+
+def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    trace = pb.Trace()
+    trace.ParseFromString(data)
+    tracks: dict[int, Any] = {}
+    procs: dict[int, str] = {}
+    tl = Timeline()
+    interned: dict[int, dict[str, dict[int, str]]] = {}
+    stacks: dict[int, list[tuple]] = defaultdict(list)
+    flow_src: dict[int, tuple] = {}
+    flow_dst: dict[int, tuple] = {}
+    raw: list[Slice] = []
+    last_ts = None
+    seen_first: set[int] = set()
+    for p in trace.packet:
+        seq = p.trusted_packet_sequence_id
+        if p.HasField("track_descriptor"):
+            d = p.track_descriptor
+            assert d.uuid not in tracks, "two descriptors for one track uuid"
+            tracks[d.uuid] = d
+            if d.HasField("process"):
+                procs[d.uuid] = d.process.process_name
+        if p.HasField("chrome_events"):
+            for m in p.chrome_events.metadata:
+                which = m.WhichOneof("value")
+                tl.metadata[m.name] = orjson.loads(m.json_value) if which == "json_value" else getattr(m, which)
+        if seq and seq not in seen_first:
+            assert p.first_packet_on_sequence, "first packet of a sequence must say so"
+            assert p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+            seen_first.add(seq)
+        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+            interned[seq] = {"names": {}, "cats": {}, "ann": {}}
+        st = interned.setdefault(seq, {"names": {}, "cats": {}, "ann": {}})
+        if p.HasField("interned_data"):
+            for e in p.interned_data.event_names:
+                st["names"][e.iid] = e.name
+            for e in p.interned_data.event_categories:
+                st["cats"][e.iid] = e.name
+            for e in p.interned_data.debug_annotation_names:
+                st["ann"][e.iid] = e.name
+        if not p.HasField("track_event"):
+            continue
+        te = p.track_event
+        uses_iids = te.name_iid or te.category_iids or any(a.name_iid for a in te.debug_annotations)
+        if uses_iids:
+            assert p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE, \
+                "packets using interned ids must set SEQ_NEEDS_INCREMENTAL_STATE"
+        ts = p.timestamp
+        if check_order:
+            assert last_ts is None or ts >= last_ts, "packets out of time order"
+            last_ts = ts
+        assert te.track_uuid in tracks, "event on a track with no descriptor before it"
+        if te.type == pb.TrackEvent.TYPE_SLICE_END:
+            assert stacks[te.track_uuid], "SLICE_END with no open slice"
+            start = stacks[te.track_uuid].pop()
+            t_uuid, name, cat, args, t0, fl_out, fl_in, depth = start
+            raw.append(Slice(*_where(t_uuid, tracks, procs), name, cat, t0, ts - t0, canon(args), depth))
+            key = _key(raw[-1])
+            for f in fl_out:
+                flow_src[f] = key
+            for f in fl_in:
+                flow_dst[f] = key
+            continue
+        name = st["names"][te.name_iid] if te.name_iid else te.name
+        cat = ",".join(st["cats"][c] for c in te.category_iids) if te.category_iids else ",".join(te.categories)
+        args = {(st["ann"][a.name_iid] if a.name_iid else a.name): _ann_value(a, st["ann"])
+                for a in te.debug_annotations}
+        if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            stacks[te.track_uuid].append((te.track_uuid, name, cat, args, ts, list(te.flow_ids),
+                                          list(te.terminating_flow_ids), len(stacks[te.track_uuid])))
+        elif te.type == pb.TrackEvent.TYPE_INSTANT:
+            d = tracks[te.track_uuid]
+            proc, track = _where(te.track_uuid, tracks, procs)
+            scope = "p" if d.HasField("process") else ("g" if not proc else "t")
+            tl.instants.append((proc, track if scope == "t" else "", name, ts, scope))
+        elif te.type == pb.TrackEvent.TYPE_COUNTER:
+            proc, track = _where(te.track_uuid, tracks, procs)
+            v = te.double_counter_value if te.HasField("double_counter_value") else float(te.counter_value)
+            tl.counters.append((proc, track, ts, v))
+    assert all(not s for s in stacks.values()), "slices left open at the end of the trace"
+    tl.slices = raw
+    for fid, src in flow_src.items():
+        tl.flows.append((src, flow_dst[fid]))
+    tl.processes = {tracks[u].process.pid: n for u, n in procs.items()}
+    return tl
+
+
+def _where(uuid: int, tracks: dict[int, Any], procs: dict[int, str]) -> tuple[str, str]:
+    d = tracks[uuid]
+    if d.HasField("process"):
+        return d.process.process_name, ""
+    name = d.thread.thread_name if d.HasField("thread") else d.name
+    u = d.parent_uuid
+    while u and u not in procs:
+        u = tracks[u].parent_uuid
+    return (procs.get(u, "") if u else ""), name
+
+
+# ---------------------------------------------------------------- the model itself
+
+def from_model(trace: Trace) -> Timeline:
+    """The model in the same normalized form (after layout.nest has run)."""
+    st = trace.strings
+
+    def where(track_id: int) -> tuple[str, str]:
+        t = trace.tracks[track_id]
+        proc = trace.processes[t.process].name if t.process is not None else ""
+        if t.kind is TrackKind.PROCESS:
+            return proc, ""
+        return proc, trace.track_label(t)
+
+    tl = Timeline()
+    s = trace.slices
+    for i in range(len(s)):
+        tl.slices.append(Slice(*where(s.track[i]), st[s.name[i]], st[s.cat[i]], s.ts[i], s.dur[i],
+                               canon(decode_args(s.args[i])),
+                               s.depth[i] if s.depth is not None else -1))
+    for i in range(len(trace.instants)):
+        t = trace.tracks[trace.instants.track[i]]
+        proc, track = where(t.id)
+        scope = "p" if t.kind is TrackKind.PROCESS else ("g" if t.process is None else "t")
+        tl.instants.append((proc, track if scope == "t" else "", st[trace.instants.name[i]],
+                            trace.instants.ts[i], scope))
+    for i in range(len(trace.counters)):
+        tl.counters.append((*where(trace.counters.track[i]), trace.counters.ts[i], trace.counters.value[i]))
+    keys = [_key(x) for x in tl.slices]
+    for i in range(len(trace.flows)):
+        tl.flows.append((keys[trace.flows.src[i]], keys[trace.flows.dst[i]]))
+    return tl
+
+
+def assert_same_timeline(a: Timeline, b: Timeline, *, depth: bool = True) -> None:
+    """Same slices (name, track, ts, dur, args, depth), instants, counters and flows."""
+    sa, sb = a.slice_set(depth), b.slice_set(depth)
+    if sa != sb:
+        only_a = list((sa - sb).elements())[:5]
+        only_b = list((sb - sa).elements())[:5]
+        raise AssertionError(f"slices differ:\n  only in first: {only_a}\n  only in second: {only_b}")
+    assert Counter(a.instants) == Counter(b.instants), "instants differ"
+    assert Counter(a.counters) == Counter(b.counters), "counters differ"
+    assert Counter(a.flows) == Counter(b.flows), "flows differ"

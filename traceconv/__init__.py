@@ -1,0 +1,20 @@
+"""traceconv: profiler outputs of ML frameworks → Perfetto / Chrome trace timelines.
+
+Not Perfetto's own ``traceconv`` binary (which converts *out of* Perfetto's format).
+
+>>> import traceconv
+>>> trace = traceconv.load("tests/fixtures/mlagents/csharp_3DBall_timers.json")
+>>> trace.meta.source_format
+'mlagents'
+"""
+
+__version__ = "0.1.0"
+
+from .api import ConvertResult, convert, load, save  # noqa: E402
+from .errors import ConversionWarning, Diagnostics, TraceconvError, WarningCode  # noqa: E402
+from .model import Trace  # noqa: E402
+
+__all__ = [
+    "__version__", "load", "save", "convert", "ConvertResult", "Trace",
+    "TraceconvError", "ConversionWarning", "Diagnostics", "WarningCode",
+]

@@ -1,0 +1,3 @@
+from traceconv_cli.app import main
+
+main()

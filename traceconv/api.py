@@ -1,0 +1,94 @@
+"""The library's entry points: load, save, convert."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from . import formats as _formats
+from .errors import ConversionWarning, TraceconvError, WarningCode
+from .io import atomic_output, open_source
+from .layout import nest
+from .model import Trace
+
+PathLike = str | os.PathLike[str]
+
+
+def load(path: PathLike, format: str | None = None) -> Trace:
+    """Read a profile of any supported format into a :class:`~traceconv.model.Trace`.
+
+    The format is detected from the content unless ``format`` names it.
+    What the reader could not keep is in ``trace.diagnostics``.
+
+    >>> trace = load("tests/fixtures/mlagents/csharp_3DBall_timers.json")
+    >>> trace.meta.source_format, len(trace.slices)
+    ('mlagents', 6)
+    """
+    source = open_source(path)
+    fmt = _formats.get(format, role="reader") if format else _formats.detect(source.head, source.path)
+    try:
+        trace = fmt.load("reader")(source)
+    except TraceconvError as e:
+        raise e.with_path(source.path) from None
+    trace.meta.source_format = fmt.name
+    if trace.remapped_ids:
+        trace.diagnostics.warn(WarningCode.REMAPPED_ID,
+                               "pids/tids outside 0..2^31-1 were given new numbers "
+                               "(the original kept as the process/thread's raw id)", trace.remapped_ids)
+    return trace
+
+
+def save(trace: Trace, path: PathLike, format: str | None = None, *,
+         inputs: Sequence[PathLike] = ()) -> None:
+    """Write ``trace`` to ``path`` atomically, in ``format`` or the one its name implies.
+
+    ``.gz`` at the end of the name gzips the output.  Slices that overlap without
+    nesting are first moved to extra tracks (counted in ``trace.diagnostics``).
+    """
+    fmt = _formats.for_output(path, format)
+    writer = fmt.load("writer")
+    nest(trace)
+    with atomic_output(path, inputs=inputs) as out:
+        writer(trace, out)
+
+
+@dataclass
+class ConvertResult:
+    input_format: str
+    output_format: str
+    slices: int
+    instants: int
+    counters: int
+    flows: int
+    warnings: list[ConversionWarning] = field(default_factory=list)
+
+    def counts(self) -> str:
+        parts = [f"{self.slices} slices"]
+        for n, what in ((self.instants, "instants"), (self.counters, "counter samples"),
+                        (self.flows, "flows")):
+            if n:
+                parts.append(f"{n} {what}")
+        return ", ".join(parts)
+
+
+def convert(input: PathLike, output: PathLike, *, from_format: str | None = None,
+            to_format: str | None = None, strict: bool = False) -> ConvertResult:
+    """Convert one file to another format (``traceconv convert``).
+
+    With ``strict``, any lossy change is an error and nothing is written.
+    """
+    out_fmt = _formats.for_output(output, to_format)   # fail on a bad output name before reading
+    trace = load(input, from_format)
+    nest(trace)
+    lossy = trace.diagnostics.lossy()
+    if strict and lossy:
+        raise TraceconvError("--strict: the conversion would change or drop events: "
+                             + "; ".join(str(w) for w in lossy), path=input)
+    save(trace, output, out_fmt.name, inputs=[input])
+    return ConvertResult(trace.meta.source_format, out_fmt.name, len(trace.slices),
+                         len(trace.instants), len(trace.counters), len(trace.flows),
+                         trace.diagnostics.warnings)
+
+

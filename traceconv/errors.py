@@ -1,0 +1,114 @@
+"""The one error type for user errors, and the typed warnings of lossy conversions.
+
+A :class:`TraceconvError` is raised for anything the *user* can fix: an unreadable
+file, a file of the wrong shape, an unknown format name, an output that would
+overwrite an input.  The CLI turns it into one line on stderr and exit code 2.
+Bugs are ordinary exceptions and keep their traceback.
+
+A conversion that cannot keep everything does not fail: it records a
+:class:`ConversionWarning` (a code, a message and a count) in a
+:class:`Diagnostics` object.  Nothing is ever dropped without being counted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+
+class TraceconvError(Exception):
+    """A problem with the user's input, arguments or output path.
+
+    ``str(err)`` is the one-line message: ``<file>: <where>: <what is wrong>``.
+    """
+
+    def __init__(self, message: str, *, path: str | Path | None = None, where: str | None = None):
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.where = where
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        parts = [p for p in (self.path, self.where) if p]
+        text = " ".join(self.message.split())  # never more than one line
+        return ": ".join([*parts, text])
+
+    def with_path(self, path: str | Path) -> "TraceconvError":
+        """The same error, naming ``path`` if it did not name a file yet."""
+        if self.path is None:
+            return TraceconvError(self.message, path=path, where=self.where)
+        return self
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` or an empty string."""
+    close = difflib.get_close_matches(word.lower(), list(choices), n=1, cutoff=0.5)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class WarningCode(str, enum.Enum):
+    """Every way a conversion can change or drop something.  Stable names: scripts may match on them."""
+
+    OVERLAP_LANES = "overlap-lanes"          # overlapping slices moved to extra tracks (kept, not dropped)
+    CHILDREN_EXCEED_PARENT = "children-exceed-parent"  # aggregate tree: children longer than their parent
+    DROPPED_EVENT = "dropped-event"          # an input event that could not be represented
+    UNKNOWN_PHASE = "unknown-phase"          # trace event with a phase traceconv does not know
+    UNMATCHED_BEGIN = "unmatched-begin"      # a begin without an end: closed at the end of the trace
+    UNMATCHED_END = "unmatched-end"          # an end without a begin
+    UNRESOLVED_FLOW = "unresolved-flow"      # a flow endpoint that binds to no slice
+    REMAPPED_ID = "remapped-id"              # pid/tid out of the viewers' range, given a new number
+    TRUNCATED_INPUT = "truncated-input"      # input ended early; what was complete was kept
+    CLAMPED_VALUE = "clamped-value"          # a value out of range, changed to fit
+    NOTE = "note"                            # lossless, but worth knowing
+
+
+@dataclass
+class ConversionWarning:
+    code: WarningCode
+    message: str
+    count: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.code.value}: {self.message} ({self.count})"
+
+
+@dataclass
+class Diagnostics:
+    """Counts what a reader or writer changed or dropped, grouped by (code, message)."""
+
+    items: dict[tuple[WarningCode, str], ConversionWarning] = field(default_factory=dict)
+
+    def warn(self, code: WarningCode, message: str, count: int = 1) -> None:
+        if count <= 0:
+            return
+        key = (code, message)
+        item = self.items.get(key)
+        if item is None:
+            self.items[key] = ConversionWarning(code, message, count)
+        else:
+            item.count += count
+
+    def extend(self, other: "Diagnostics") -> None:
+        for w in other.items.values():
+            self.warn(w.code, w.message, w.count)
+
+    @property
+    def warnings(self) -> list[ConversionWarning]:
+        return list(self.items.values())
+
+    def lossy(self) -> list[ConversionWarning]:
+        """Warnings that mean something was dropped or changed (not mere notes)."""
+        return [w for w in self.items.values() if w.code is not WarningCode.NOTE]
+
+    def summary(self) -> str:
+        """One line: ``3 warnings: overlap-lanes: ... (12); ...`` or an empty string."""
+        ws = self.warnings
+        if not ws:
+            return ""
+        return f"{len(ws)} warning{'s' if len(ws) != 1 else ''}: " + "; ".join(str(w) for w in ws)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)

@@ -1,0 +1,116 @@
+"""The format registry: the one table that the readers, the writers, content
+detection, the CLI's choices and ``traceconv formats`` all come from.
+
+Readers and writers are named as ``"module:function"`` and imported only when
+used, so listing formats or detecting one does not import every importer.
+
+* reader:  ``read(source: traceconv.io.Source) -> Trace``
+* writer:  ``write(trace: Trace, out: BinaryIO) -> None``
+* sniffer: ``sniff(head: bytes) -> bool`` -- ``head`` is the (decompressed) start of the file.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import TraceconvError, did_you_mean
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    title: str
+    extensions: tuple[str, ...] = ()
+    reader: str | None = None
+    writer: str | None = None
+    sniff: str | None = None
+    aggregate: bool = False          # the source holds totals, not timestamps: the timeline is synthesized
+    aliases: tuple[str, ...] = ()
+
+    def load(self, which: str) -> Callable[..., Any]:
+        target = getattr(self, which)
+        if target is None:
+            raise TraceconvError(f"traceconv cannot {'read' if which == 'reader' else 'write'} "
+                                 f"the {self.name} format")
+        module, _, func = target.partition(":")
+        return getattr(importlib.import_module(module), func)
+
+
+# Order matters for detection: the most specific sniffers come first.
+FORMATS: tuple[Format, ...] = (
+    Format("mlagents", "Unity ML-Agents timers.json (aggregate timer tree)",
+           extensions=("_timers.json", "timers.json"),
+           reader="traceconv.convert.mlagents:read", sniff="traceconv.convert.mlagents:sniff",
+           aggregate=True, aliases=("ml-agents", "unity")),
+    Format("chrome-json", "Chrome Trace Event JSON (chrome://tracing, Perfetto legacy JSON)",
+           extensions=(".json", ".json.gz"),
+           writer="traceconv.writers.chrome_json:write", aliases=("json", "chrome")),
+    Format("perfetto", "Perfetto TrackEvent protobuf trace",
+           extensions=(".pftrace", ".perfetto-trace", ".pb", ".pftrace.gz", ".perfetto-trace.gz"),
+           writer="traceconv.writers.perfetto:write", aliases=("pftrace", "proto", "protobuf")),
+)
+
+
+def _by_name() -> dict[str, Format]:
+    table: dict[str, Format] = {}
+    for f in FORMATS:
+        table[f.name] = f
+        for a in f.aliases:
+            table.setdefault(a, f)
+    return table
+
+
+def reader_names() -> list[str]:
+    return [f.name for f in FORMATS if f.reader]
+
+
+def writer_names() -> list[str]:
+    return [f.name for f in FORMATS if f.writer]
+
+
+def get(name: str, *, role: str) -> Format:
+    """The format called ``name`` that can do ``role`` ("reader" or "writer")."""
+    table = _by_name()
+    f = table.get(name.lower())
+    names = reader_names() if role == "reader" else writer_names()
+    if f is None:
+        raise TraceconvError(f"unknown format '{name}'{did_you_mean(name, names)}; "
+                             f"known: {', '.join(names)}")
+    if getattr(f, role) is None:
+        raise TraceconvError(f"traceconv cannot {'read' if role == 'reader' else 'write'} the "
+                             f"'{f.name}' format; it {'reads' if role == 'reader' else 'writes'}: "
+                             f"{', '.join(names)}")
+    return f
+
+
+def detect(head: bytes, path: str | Path) -> Format:
+    """The reader format of a file, from its content (not its name)."""
+    for f in FORMATS:
+        if f.reader and f.sniff and f.load("sniff")(head):
+            return f
+    raise TraceconvError("cannot tell what format this file is; name it with --from "
+                         f"(one of: {', '.join(reader_names())})", path=path)
+
+
+def for_output(path: str | Path, to: str | None = None) -> Format:
+    """The writer format for an output path: ``to`` if given, else from the file name."""
+    if to:
+        return get(to, role="writer")
+    name = Path(path).name.lower()
+    best: Format | None = None
+    best_len = 0
+    for f in FORMATS:
+        if not f.writer:
+            continue
+        for ext in f.extensions:
+            if name.endswith(ext) and len(ext) > best_len:
+                best, best_len = f, len(ext)
+    if best is None:
+        exts = sorted({e for f in FORMATS if f.writer for e in f.extensions})
+        raise TraceconvError("cannot tell the output format from the file name; use --to "
+                             f"({', '.join(writer_names())}) or an extension: {', '.join(exts)}",
+                             path=path)
+    return best

@@ -1,0 +1,395 @@
+"""The one in-memory timeline model.
+
+Readers build a :class:`Trace`; writers consume it; neither knows the other.
+
+Shape, chosen for tens of millions of events:
+
+* Processes, threads and tracks are few and are ordinary objects.
+* Events are *columns*: one ``array.array`` per field (timestamps, durations,
+  track ids, interned name and category ids), so a slice costs
+  ``8 + 8 + 4 + 4 + 4`` bytes of columns plus one list slot (8 bytes) for its
+  args: **36 bytes per slice** when it has no args; args are kept as the
+  compact JSON text of an object (a ``bytes``), which is what the Chrome JSON
+  writer copies out verbatim and what the Perfetto writer decodes once.
+* Strings (event names, categories) are interned once in a :class:`StringTable`.
+* Timestamps and durations are integer **nanoseconds**.  ``Trace.meta.clock``
+  says what they count from (Unix epoch, or a synthesized zero).
+"""
+
+from __future__ import annotations
+
+import enum
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+import orjson
+
+from .errors import Diagnostics
+
+INT32_MAX = 2**31 - 1
+
+
+class TrackKind(enum.IntEnum):
+    PROCESS = 0   # the process's own track: process-scoped instants
+    THREAD = 1    # a thread's slices and instants
+    ASYNC = 2     # a named slice track under a process (or global): async work, synthesized lanes
+    COUNTER = 3   # a counter series
+    LANE = 4      # an extra track of a THREAD/ASYNC track for slices that overlap without nesting
+
+
+class Clock(str, enum.Enum):
+    UNIX = "unix"              # ns since the Unix epoch
+    RELATIVE = "relative"      # ns since an unknown start (the source had no absolute time)
+    SYNTHETIC = "synthetic"    # laid out by traceconv from aggregate data; not measured times
+
+
+class InstantScope(enum.IntEnum):
+    THREAD = 0
+    PROCESS = 1
+    GLOBAL = 2
+
+
+class StringTable:
+    """Interned strings; id 0 is the empty string."""
+
+    __slots__ = ("_ids", "strings")
+
+    def __init__(self) -> None:
+        self.strings: list[str] = [""]
+        self._ids: dict[str, int] = {"": 0}
+
+    def intern(self, s: str | None) -> int:
+        if not s:
+            return 0
+        i = self._ids.get(s)
+        if i is None:
+            i = len(self.strings)
+            self._ids[s] = i
+            self.strings.append(s)
+        return i
+
+    def __getitem__(self, i: int) -> str:
+        return self.strings[i]
+
+    def __len__(self) -> int:
+        return len(self.strings)
+
+
+def encode_args(args: Mapping[str, Any] | bytes | None) -> bytes | None:
+    """Args as stored in the model: compact JSON object text, or None."""
+    if args is None:
+        return None
+    if isinstance(args, (bytes, bytearray, memoryview)):
+        b = bytes(args)
+        return None if b in (b"{}", b"") else b
+    if not args:
+        return None
+    return orjson.dumps(args, option=orjson.OPT_NON_STR_KEYS)
+
+
+def decode_args(raw: bytes | None) -> dict[str, Any]:
+    return orjson.loads(raw) if raw else {}
+
+
+@dataclass(eq=False)
+class Process:
+    id: int
+    pid: int                    # the pid written out: unique in the trace, within int32
+    name: str = ""
+    raw_pid: Any = None         # the pid as the source had it (may be a string or > 2^32)
+    labels: list[str] = field(default_factory=list)
+    sort_index: int | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Thread:
+    id: int
+    process: int                # Process.id
+    tid: int                    # the tid written out: unique in its process, within int32
+    name: str = ""
+    raw_tid: Any = None
+    sort_index: int | None = None
+    track: int = -1             # the thread's THREAD track id
+
+
+@dataclass(eq=False)
+class Track:
+    id: int
+    kind: TrackKind
+    name: str = ""
+    process: int | None = None  # Process.id, None for a global track
+    thread: int | None = None   # Thread.id for THREAD tracks (and lanes of thread tracks)
+    parent: int | None = None   # Track.id: a LANE's original track
+    lane: int = 0               # 1, 2, ... for LANE tracks
+    unit: str | None = None     # COUNTER: unit name (e.g. "bytes"); None = plain number
+    series: str | None = None   # COUNTER: the arg key of a Chrome "C" event, if it came from one
+    sort_index: int | None = None
+
+
+class SliceTable:
+    """Columns of slices.  ``args[i]`` is compact JSON bytes or None."""
+
+    __slots__ = ("ts", "dur", "track", "name", "cat", "args", "depth")
+
+    def __init__(self) -> None:
+        self.ts = array("q")
+        self.dur = array("q")
+        self.track = array("i")
+        self.name = array("i")
+        self.cat = array("i")
+        self.args: list[bytes | None] = []
+        self.depth: array | None = None   # set by layout.nest(): nesting depth on its track
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+class InstantTable:
+    __slots__ = ("ts", "track", "name", "cat", "args")
+
+    def __init__(self) -> None:
+        self.ts = array("q")
+        self.track = array("i")
+        self.name = array("i")
+        self.cat = array("i")
+        self.args: list[bytes | None] = []
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+class CounterTable:
+    __slots__ = ("ts", "track", "value")
+
+    def __init__(self) -> None:
+        self.ts = array("q")
+        self.track = array("i")
+        self.value = array("d")
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+class FlowTable:
+    """Directed links between two slices (indices into the slice table)."""
+
+    __slots__ = ("src", "dst", "name")
+
+    def __init__(self) -> None:
+        self.src = array("q")
+        self.dst = array("q")
+        self.name = array("i")   # interned flow name / category (e.g. "ac2g"); 0 = none
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+@dataclass
+class TraceMeta:
+    source_format: str = ""
+    clock: Clock = Clock.UNIX
+    synthesized: bool = False
+    rank: int | None = None
+    world_size: int | None = None
+    # Anything else worth keeping from the source (JSON-able): run metadata, device properties...
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "source_format": self.source_format,
+            "clock": self.clock.value,
+            "synthesized": self.synthesized,
+        }
+        if self.rank is not None:
+            d["rank"] = self.rank
+        if self.world_size is not None:
+            d["world_size"] = self.world_size
+        return d
+
+
+class Trace:
+    """A timeline: processes, threads, tracks, and columns of events."""
+
+    def __init__(self, source_format: str = "") -> None:
+        self.meta = TraceMeta(source_format=source_format)
+        self.strings = StringTable()
+        self.processes: list[Process] = []
+        self.threads: list[Thread] = []
+        self.tracks: list[Track] = []
+        self.slices = SliceTable()
+        self.instants = InstantTable()
+        self.counters = CounterTable()
+        self.flows = FlowTable()
+        self.diagnostics = Diagnostics()   # what reading and writing this trace changed or dropped
+        self._process_by_raw: dict[Any, Process] = {}
+        self._thread_by_raw: dict[tuple[int, Any], Thread] = {}
+        self._used_pids: set[int] = set()
+        self._used_tids: dict[int, set[int]] = {}
+        self._process_track: dict[int, int] = {}
+        self._named_tracks: dict[tuple[TrackKind, int | None, str, str | None], int] = {}
+        self._next_synthetic_id = 1_000_000_000
+        self.remapped_ids = 0   # pids/tids that had to be given a new number
+
+    # ---- processes, threads, tracks -------------------------------------------------------
+
+    def _fresh_id(self, used: set[int], wanted: Any, synthetic: bool) -> int:
+        if not synthetic and isinstance(wanted, int) and not isinstance(wanted, bool) \
+                and 0 <= wanted <= INT32_MAX and wanted not in used:
+            return wanted
+        if not synthetic and isinstance(wanted, int) and not isinstance(wanted, bool):
+            self.remapped_ids += 1
+        while self._next_synthetic_id in used:
+            self._next_synthetic_id += 1
+        v = self._next_synthetic_id
+        self._next_synthetic_id += 1
+        return v
+
+    def process(self, raw_pid: Any, name: str | None = None, *, synthetic: bool = False) -> Process:
+        """The process for a source pid (any hashable), created on first use.
+
+        A pid that is not an int in [0, 2^31-1] (a string, a 64-bit hash) gets a fresh
+        number; ``synthetic`` processes (made up by traceconv) always do.
+        """
+        p = self._process_by_raw.get(raw_pid)
+        if p is None:
+            pid = self._fresh_id(self._used_pids, raw_pid, synthetic)
+            self._used_pids.add(pid)
+            p = Process(id=len(self.processes), pid=pid, raw_pid=None if synthetic else raw_pid,
+                        name=name if name is not None else (raw_pid if isinstance(raw_pid, str) else ""))
+            self.processes.append(p)
+            self._process_by_raw[raw_pid] = p
+            self._used_tids[p.id] = set()
+            t = self._add_track(TrackKind.PROCESS, p.name, process=p.id)
+            self._process_track[p.id] = t.id
+        elif name:
+            p.name = name
+        return p
+
+    def process_track(self, process: Process) -> Track:
+        return self.tracks[self._process_track[process.id]]
+
+    def thread(self, process: Process, raw_tid: Any, name: str | None = None, *,
+               synthetic: bool = False) -> Thread:
+        """The thread ``raw_tid`` of ``process``, created on first use (with its track)."""
+        key = (process.id, raw_tid)
+        t = self._thread_by_raw.get(key)
+        if t is None:
+            used = self._used_tids[process.id]
+            tid = self._fresh_id(used, raw_tid, synthetic)
+            used.add(tid)
+            t = Thread(id=len(self.threads), process=process.id, tid=tid,
+                       raw_tid=None if synthetic else raw_tid,
+                       name=name if name is not None else (raw_tid if isinstance(raw_tid, str) else ""))
+            self.threads.append(t)
+            self._thread_by_raw[key] = t
+            tr = self._add_track(TrackKind.THREAD, t.name, process=process.id, thread=t.id)
+            t.track = tr.id
+        elif name:
+            t.name = name
+            self.tracks[t.track].name = name
+        return t
+
+    def set_thread_name(self, thread: Thread, name: str) -> None:
+        thread.name = name
+        self.tracks[thread.track].name = name
+
+    def track(self, kind: TrackKind, name: str, process: Process | None = None, *,
+              unit: str | None = None, series: str | None = None) -> Track:
+        """A named ASYNC or COUNTER track, one per (kind, process, name, series)."""
+        if kind not in (TrackKind.ASYNC, TrackKind.COUNTER):
+            raise ValueError("use process()/thread() for process and thread tracks")
+        pid = process.id if process is not None else None
+        key = (kind, pid, name, series)
+        tid = self._named_tracks.get(key)
+        if tid is None:
+            tr = self._add_track(kind, name, process=pid, unit=unit, series=series)
+            self._named_tracks[key] = tr.id
+            return tr
+        return self.tracks[tid]
+
+    def new_track(self, kind: TrackKind, name: str, process: Process | None = None) -> Track:
+        """A new ASYNC track even if one of that name exists (the UI shows same-named ones together)."""
+        return self._add_track(kind, name, process=process.id if process else None)
+
+    def _add_track(self, kind: TrackKind, name: str, **kw: Any) -> Track:
+        tr = Track(id=len(self.tracks), kind=kind, name=name, **kw)
+        self.tracks.append(tr)
+        return tr
+
+    def add_lane(self, track: Track, lane: int) -> Track:
+        base = track
+        return self._add_track(TrackKind.LANE, f"{base.name or 'track'} (overlap {lane})",
+                               process=base.process, thread=base.thread, parent=base.id, lane=lane)
+
+    # ---- events ---------------------------------------------------------------------------
+
+    def add_slice(self, track: int, ts: int, dur: int, name: str, cat: str | None = None,
+                  args: Mapping[str, Any] | bytes | None = None) -> int:
+        s = self.slices
+        s.ts.append(ts)
+        s.dur.append(dur)
+        s.track.append(track)
+        s.name.append(self.strings.intern(name))
+        s.cat.append(self.strings.intern(cat))
+        s.args.append(encode_args(args))
+        s.depth = None
+        return len(s.ts) - 1
+
+    def add_instant(self, track: int, ts: int, name: str, cat: str | None = None,
+                    args: Mapping[str, Any] | bytes | None = None) -> int:
+        t = self.instants
+        t.ts.append(ts)
+        t.track.append(track)
+        t.name.append(self.strings.intern(name))
+        t.cat.append(self.strings.intern(cat))
+        t.args.append(encode_args(args))
+        return len(t.ts) - 1
+
+    def add_counter(self, track: int, ts: int, value: float) -> None:
+        c = self.counters
+        c.ts.append(ts)
+        c.track.append(track)
+        c.value.append(value)
+
+    def add_flow(self, src_slice: int, dst_slice: int, name: str | None = None) -> None:
+        f = self.flows
+        f.src.append(src_slice)
+        f.dst.append(dst_slice)
+        f.name.append(self.strings.intern(name))
+
+    # ---- reading back ---------------------------------------------------------------------
+
+    def slice_args(self, i: int) -> dict[str, Any]:
+        return decode_args(self.slices.args[i])
+
+    def iter_slices(self) -> Iterator[tuple[int, int, int, str, str, bytes | None]]:
+        """(track, ts, dur, name, category, args) per slice, in table order."""
+        s, st = self.slices, self.strings
+        for i in range(len(s)):
+            yield s.track[i], s.ts[i], s.dur[i], st[s.name[i]], st[s.cat[i]], s.args[i]
+
+    def time_range(self) -> tuple[int, int] | None:
+        """(first, last) timestamp over all events, or None for an empty trace."""
+        lo: list[int] = []
+        hi: list[int] = []
+        s = self.slices
+        if len(s):
+            lo.append(min(s.ts))
+            hi.append(max(a + b for a, b in zip(s.ts, s.dur)))
+        for col in (self.instants.ts, self.counters.ts):
+            if len(col):
+                lo.append(min(col))
+                hi.append(max(col))
+        return (min(lo), max(hi)) if lo else None
+
+    def event_count(self) -> int:
+        return len(self.slices) + len(self.instants) + len(self.counters) + len(self.flows)
+
+    def track_label(self, track: Track) -> str:
+        """Human name of a track, for messages and summaries."""
+        if track.kind is TrackKind.THREAD and track.thread is not None:
+            th = self.threads[track.thread]
+            return th.name or f"thread {th.tid}"
+        return track.name

@@ -1,0 +1,75 @@
+"""Synthesize a timeline from an aggregate timer tree (no timestamps in the source).
+
+The layout rule, shared by every aggregate format (ML-Agents timers, Sample
+Factory profile trees, MXNet aggregate stats):
+
+* every node is a slice whose duration is its total;
+* a node's children are laid one after another from the node's start, in the
+  file's order; what remains of the node after its children is its self time;
+* a *parallel* child (work merged from other processes or threads, whose total
+  may exceed its parent's) goes on a thread track of its own in the same
+  process, starting at its parent's start;
+* children whose totals add up to more than their parent (some producers keep
+  only the last duration of a node) are still laid end to end; those that run
+  past the parent's end are flagged in the parent's args and end up on an extra
+  "overlap" track (see :mod:`traceconv.layout`), so no slice escapes its parent
+  on a track.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import WarningCode
+from .model import Process, Trace
+
+
+@dataclass
+class AggNode:
+    name: str
+    dur: int                                  # ns
+    args: dict[str, Any] = field(default_factory=dict)
+    children: list["AggNode"] = field(default_factory=list)
+    parallel: bool = False
+    cat: str | None = None
+
+
+def seconds_to_ns(seconds: float) -> int:
+    return int(round(seconds * 1e9))
+
+
+def lay_out(trace: Trace, root: AggNode, process: Process, thread_name: str, start: int,
+            *, cat: str | None = None) -> int:
+    """Lay ``root`` out on a new thread of ``process`` from ``start``; returns the number of slices."""
+    main = trace.thread(process, ("synthesized", thread_name), thread_name, synthetic=True)
+    count = 0
+    overflowing = 0
+    # explicit stack: (node, track id, start, path)
+    work: list[tuple[AggNode, int, int, str]] = [(root, main.track, start, root.name)]
+    while work:
+        node, track, t0, path = work.pop()
+        args = dict(node.args)
+        sequential = [c for c in node.children if not c.parallel]
+        if sum(c.dur for c in sequential) > node.dur:
+            args["children_exceed_total"] = True
+            overflowing += 1
+        trace.add_slice(track, t0, node.dur, node.name, node.cat or cat, args)
+        count += 1
+        cursor = t0
+        placed: list[tuple[AggNode, int, int, str]] = []
+        for child in node.children:
+            child_path = f"{path} > {child.name}"
+            if child.parallel:
+                th = trace.thread(process, ("synthesized", child_path),
+                                  f"{child.name} (parallel, in {node.name})", synthetic=True)
+                placed.append((child, th.track, t0, child_path))
+            else:
+                placed.append((child, track, cursor, child_path))
+                cursor += child.dur
+        work.extend(reversed(placed))
+    if overflowing:
+        trace.diagnostics.warn(WarningCode.CHILDREN_EXCEED_PARENT,
+                  "timer nodes whose children add up to more than their own total "
+                  "(flagged with children_exceed_total in args)", overflowing)
+    return count

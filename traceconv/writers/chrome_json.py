@@ -1,0 +1,230 @@
+"""Chrome Trace Event JSON writer (object form, one event per line).
+
+* ``ts``/``dur`` are microseconds written as exact decimals of the model's
+  nanoseconds (``12.345``), relative to ``baseTimeNanoseconds`` (the trace's
+  first second) so that doubles keep ns precision, as Kineto does.
+* Every slice is an ``X`` event.  Tracks that are not threads (overlap lanes,
+  async tracks) become threads of their own in their process, named after the
+  track, so that Perfetto and chrome://tracing show the same tracks as the
+  protobuf output.
+* pids/tids are the model's: unique and within 0..2^31-1 (Perfetto's JSON
+  importer turns anything else into 0).
+* Flows are written as v2 flows (``bind_id`` + ``flow_out``/``flow_in`` on the
+  slices themselves, which binds them exactly); a slice that takes part in more
+  than one flow gets v1 ``s``/``f`` events for the others.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+import orjson
+
+from .. import __version__
+from ..model import Clock, Trace, TrackKind
+
+_CHUNK = 8192
+
+
+def us(ns: int) -> str:
+    """Nanoseconds as an exact decimal number of microseconds."""
+    if ns < 0:
+        return "-" + us(-ns)
+    q, r = divmod(ns, 1000)
+    return f"{q}.{r:03d}" if r else str(q)
+
+
+def time_base(trace: Trace) -> int:
+    """``baseTimeNanoseconds`` for the output: the first whole second of a Unix-clock trace, else 0."""
+    if trace.meta.clock is not Clock.UNIX:
+        return 0
+    rng = trace.time_range()
+    if rng is None or rng[0] < 0:
+        return 0
+    return rng[0] - rng[0] % 1_000_000_000
+
+
+class _Ids:
+    """(pid, tid) for every track, inventing threads for non-thread tracks."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        used_pids = {p.pid for p in trace.processes}
+        self.used_tids: dict[int, set[int]] = {p.pid: set() for p in trace.processes}
+        for th in trace.threads:
+            self.used_tids[trace.processes[th.process].pid].add(th.tid)
+        self.global_pid: int | None = None
+        if any(t.process is None for t in trace.tracks):
+            pid = 0
+            while pid in used_pids:
+                pid += 1
+            self.global_pid = pid
+            self.used_tids[pid] = set()
+        self.extra_threads: list[tuple[int, int, str, int | None]] = []  # pid, tid, name, sort
+        self.pid_tid: list[tuple[int, int | None]] = []
+        for t in trace.tracks:
+            self.pid_tid.append(self._place(t))
+
+    def _pid(self, track) -> int:
+        if track.process is None:
+            assert self.global_pid is not None
+            return self.global_pid
+        return self.trace.processes[track.process].pid
+
+    def _place(self, t) -> tuple[int, int | None]:
+        pid = self._pid(t)
+        if t.kind is TrackKind.THREAD:
+            return pid, self.trace.threads[t.thread].tid
+        if t.kind in (TrackKind.PROCESS, TrackKind.COUNTER):
+            return pid, None
+        used = self.used_tids[pid]
+        tid = 2_000_000_000 + len(used)
+        while tid in used:
+            tid += 1
+        used.add(tid)
+        name = self.trace.track_label(t)
+        sort = None
+        if t.kind is TrackKind.LANE and t.parent is not None:
+            base = self.trace.tracks[t.parent]
+            if base.thread is not None:
+                sort = self.trace.threads[base.thread].sort_index
+        self.extra_threads.append((pid, tid, name, sort))
+        return pid, tid
+
+
+def _meta_event(name: str, pid: int, tid: int | None, args: dict) -> bytes:
+    ev = {"ph": "M", "name": name, "pid": pid}
+    if tid is not None:
+        ev["tid"] = tid
+    ev["args"] = args
+    return orjson.dumps(ev)
+
+
+def write(trace: Trace, out: BinaryIO) -> None:
+    strings = trace.strings
+    jstr = [orjson.dumps(s) for s in strings.strings]
+    ids = _Ids(trace)
+    base = time_base(trace)
+
+    out.write(b'{"traceEvents":[\n')
+    lines: list[bytes] = []
+    first = True
+
+    def emit(line: bytes) -> None:
+        nonlocal first
+        lines.append(line if first else b",\n" + line)
+        first = False
+        if len(lines) >= _CHUNK:
+            out.write(b"".join(lines))
+            lines.clear()
+
+    # -- names and ordering of processes and threads
+    for p in trace.processes:
+        if p.name:
+            emit(_meta_event("process_name", p.pid, None, {"name": p.name}))
+        if p.sort_index is not None:
+            emit(_meta_event("process_sort_index", p.pid, None, {"sort_index": p.sort_index}))
+        if p.labels:
+            emit(_meta_event("process_labels", p.pid, None, {"labels": ",".join(p.labels)}))
+    if ids.global_pid is not None:
+        emit(_meta_event("process_name", ids.global_pid, None, {"name": "Global"}))
+    for th in trace.threads:
+        pid = trace.processes[th.process].pid
+        if th.name:
+            emit(_meta_event("thread_name", pid, th.tid, {"name": th.name}))
+        if th.sort_index is not None:
+            emit(_meta_event("thread_sort_index", pid, th.tid, {"sort_index": th.sort_index}))
+    for pid, tid, name, sort in ids.extra_threads:
+        emit(_meta_event("thread_name", pid, tid, {"name": name}))
+        if sort is not None:
+            emit(_meta_event("thread_sort_index", pid, tid, {"sort_index": sort}))
+
+    # -- flows: which slices can carry a v2 bind_id
+    f = trace.flows
+    nflow = len(f)
+    ends: dict[int, int] = {}
+    for i in range(nflow):
+        ends[f.src[i]] = ends.get(f.src[i], 0) + 1
+        ends[f.dst[i]] = ends.get(f.dst[i], 0) + 1
+    v2_out: dict[int, int] = {}
+    v2_in: dict[int, int] = {}
+    v1: list[int] = []
+    for i in range(nflow):
+        s, d = f.src[i], f.dst[i]
+        if ends[s] == 1 and ends[d] == 1:
+            v2_out[s] = i + 1
+            v2_in[d] = i + 1
+        else:
+            v1.append(i)
+
+    # -- slices
+    where = [
+        (b'"pid":%d,"tid":%d' % pt) if pt[1] is not None else b'"pid":%d' % pt[0]
+        for pt in ids.pid_tid
+    ]
+    s = trace.slices
+    sts, sdur, strack, sname, scat, sargs = s.ts, s.dur, s.track, s.name, s.cat, s.args
+    for i in range(len(s)):
+        parts = [b'{"ph":"X","name":', jstr[sname[i]]]
+        c = scat[i]
+        if c:
+            parts += [b',"cat":', jstr[c]]
+        parts += [b',"ts":', us(sts[i] - base).encode(), b',"dur":', us(sdur[i]).encode(), b",",
+                  where[strack[i]]]
+        a = sargs[i]
+        if a is not None:
+            parts += [b',"args":', a]
+        if v2_out or v2_in:
+            b_out = v2_out.get(i)
+            b_in = v2_in.get(i)
+            if b_out is not None:
+                parts.append(b',"bind_id":%d,"flow_out":true' % b_out)
+            elif b_in is not None:
+                parts.append(b',"bind_id":%d,"flow_in":true' % b_in)
+        parts.append(b"}")
+        emit(b"".join(parts))
+
+    # -- v1 flows for slices with several flow ends
+    for i in v1:
+        fid = nflow + 1 + i
+        name = jstr[f.name[i]] if f.name[i] else b'"flow"'
+        for ph, si in ((b"s", f.src[i]), (b"f", f.dst[i])):
+            emit(b'{"ph":"%s","id":%d,"name":%s,"cat":%s,"ts":%s,%s,"bp":"e"}'
+                 % (ph, fid, name, name, us(sts[si] - base).encode(), where[strack[si]]))
+
+    # -- instants
+    ins = trace.instants
+    for i in range(len(ins)):
+        tr = trace.tracks[ins.track[i]]
+        if tr.kind is TrackKind.PROCESS:
+            scope = b"p"
+        elif tr.process is None:
+            scope = b"g"
+        else:
+            scope = b"t"
+        parts = [b'{"ph":"i","s":"', scope, b'","name":', jstr[ins.name[i]]]
+        if ins.cat[i]:
+            parts += [b',"cat":', jstr[ins.cat[i]]]
+        parts += [b',"ts":', us(ins.ts[i] - base).encode(), b",", where[ins.track[i]]]
+        if ins.args[i] is not None:
+            parts += [b',"args":', ins.args[i]]
+        parts.append(b"}")
+        emit(b"".join(parts))
+
+    # -- counters
+    cnt = trace.counters
+    cname = [orjson.dumps(t.name) for t in trace.tracks]
+    cseries = [orjson.dumps(t.series or "value") for t in trace.tracks]
+    for i in range(len(cnt)):
+        t = cnt.track[i]
+        emit(b'{"ph":"C","name":%s,"ts":%s,%s,"args":{%s:%s}}'
+             % (cname[t], us(cnt.ts[i] - base).encode(), where[t], cseries[t], orjson.dumps(cnt.value[i])))
+
+    out.write(b"".join(lines))
+    tail: dict = {"displayTimeUnit": "ms"}
+    if base:
+        tail["baseTimeNanoseconds"] = base
+    meta = {"traceconv": {"version": __version__, **trace.meta.as_dict()}}
+    meta.update(trace.meta.extra)
+    tail["metadata"] = meta
+    out.write(b"\n]," + orjson.dumps(tail, option=orjson.OPT_NON_STR_KEYS)[1:] + b"\n")
