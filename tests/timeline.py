@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gzip
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,14 @@ import orjson
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from traceconv.model import Trace, TrackKind, decode_args
+from traceconv.writers.chrome_json import GLOBAL_PROCESS_NAME, SYNTHETIC_TID_BASE
 
 
 @dataclass(frozen=True)
 class Slice:
     process: str
     track: str
+    tid: int | None    # a real thread's tid; None for other tracks (lanes, async tracks)
     name: str
     cat: str
     ts: int
@@ -45,8 +47,7 @@ class Timeline:
     processes: dict[int, str] = field(default_factory=dict)                        # pid -> name
 
     def slice_set(self, with_depth: bool = True) -> Counter:
-        return Counter(s if with_depth else Slice(*(list(s.__dict__.values())[:-1]), depth=-1)
-                       for s in self.slices)
+        return Counter(s if with_depth else replace(s, depth=-1) for s in self.slices)
 
     def tracks(self) -> set[tuple[str, str]]:
         return {(s.process, s.track) for s in self.slices}
@@ -57,14 +58,14 @@ def canon(args: dict | None) -> str:
 
 
 def _key(s: Slice) -> tuple:
-    return (s.process, s.track, s.name, s.ts, s.dur)
+    return (s.process, s.track, s.tid, s.name, s.ts, s.dur)
 
 
 def _depths(slices: list[Slice]) -> list[Slice]:
     """Depth of each slice on its track by Perfetto's nesting rule for X events."""
     by_track: dict[tuple, list[int]] = defaultdict(list)
     for i, s in enumerate(slices):
-        by_track[(s.process, s.track)].append(i)
+        by_track[(s.process, s.track, s.tid)].append(i)
     out = list(slices)
     for idx in by_track.values():
         idx.sort(key=lambda i: (slices[i].ts, -slices[i].dur, i))
@@ -75,12 +76,17 @@ def _depths(slices: list[Slice]) -> list[Slice]:
                 stack.pop()
             if stack and s.ts + s.dur > stack[-1]:
                 raise AssertionError(f"slices overlap without nesting on one track: {s}")
-            out[i] = Slice(**{**s.__dict__, "depth": len(stack)})
+            out[i] = replace(s, depth=len(stack))
             stack.append(s.ts + s.dur)
     return out
 
 
 # ---------------------------------------------------------------- Chrome JSON
+
+def _real(tid: Any) -> int | None:
+    """A real thread's tid; None for the threads the JSON writer makes for other tracks."""
+    return tid if isinstance(tid, int) and tid < SYNTHETIC_TID_BASE else None
+
 
 def _ns(us: Any) -> int:
     # exact for the decimal strings traceconv writes: go through the text
@@ -105,7 +111,8 @@ def read_chrome_json(path: str | Path) -> Timeline:
     tnames: dict[tuple[int, int], str] = {}
     for e in events:
         if e["ph"] == "M" and e["name"] == "process_name":
-            pnames[e["pid"]] = e["args"]["name"]
+            # global tracks live in the writer's "Global" process: the same as no process
+            pnames[e["pid"]] = "" if e["args"]["name"] == GLOBAL_PROCESS_NAME else e["args"]["name"]
         elif e["ph"] == "M" and e["name"] == "thread_name":
             tnames[(e["pid"], e["tid"])] = e["args"]["name"]
     tl = Timeline(metadata=doc.get("metadata", {}), processes=dict(pnames))
@@ -116,14 +123,14 @@ def read_chrome_json(path: str | Path) -> Timeline:
         ph = e["ph"]
         if ph == "X":
             pid, tid = e["pid"], e["tid"]
-            s = Slice(pnames.get(pid, ""), tnames.get((pid, tid), ""), e["name"], e.get("cat", ""),
+            s = Slice(pnames.get(pid, ""), tnames.get((pid, tid), ""), _real(tid), e["name"], e.get("cat", ""),
                       base + _ns(e["ts"]), _ns(e["dur"]), canon(e.get("args")))
             if "bind_id" in e:
                 binds[("out" if e.get("flow_out") else "in", e["bind_id"])].append(len(raw))
             raw.append(s)
         elif ph == "i":
             scope = e.get("s", "t")
-            track = tnames.get((e["pid"], e.get("tid")), "") if scope == "t" else ""
+            track = (tnames.get((e["pid"], e.get("tid")), ""), _real(e.get("tid"))) if scope == "t" else ("", None)
             tl.instants.append((pnames.get(e.get("pid"), "") if scope != "g" else "", track, e["name"],
                                 base + _ns(e["ts"]), scope))
         elif ph == "C":
@@ -142,8 +149,8 @@ def read_chrome_json(path: str | Path) -> Timeline:
             tl.flows.append((_key(tl.slices[src]), _key(tl.slices[dst])))
 
     def enclosing(pid: int, tid: int, ts: int) -> tuple:
-        track = (pnames.get(pid, ""), tnames.get((pid, tid), ""))
-        cands = [s for s in tl.slices if (s.process, s.track) == track and s.ts <= ts <= s.ts + s.dur]
+        track = (pnames.get(pid, ""), tnames.get((pid, tid), ""), _real(tid))
+        cands = [s for s in tl.slices if (s.process, s.track, s.tid) == track and s.ts <= ts <= s.ts + s.dur]
         best = max(cands, key=lambda s: s.depth)
         return _key(best)
 
@@ -241,11 +248,11 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
                                           list(te.terminating_flow_ids), len(stacks[te.track_uuid])))
         elif te.type == pb.TrackEvent.TYPE_INSTANT:
             d = tracks[te.track_uuid]
-            proc, track = _where(te.track_uuid, tracks, procs)
+            proc, track, tid = _where(te.track_uuid, tracks, procs)
             scope = "p" if d.HasField("process") else ("g" if not proc else "t")
-            tl.instants.append((proc, track if scope == "t" else "", name, ts, scope))
+            tl.instants.append((proc, (track, tid) if scope == "t" else ("", None), name, ts, scope))
         elif te.type == pb.TrackEvent.TYPE_COUNTER:
-            proc, track = _where(te.track_uuid, tracks, procs)
+            proc, track, _ = _where(te.track_uuid, tracks, procs)
             v = te.double_counter_value if te.HasField("double_counter_value") else float(te.counter_value)
             tl.counters.append((proc, track, ts, v))
     assert all(not s for s in stacks.values()), "slices left open at the end of the trace"
@@ -256,15 +263,16 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
     return tl
 
 
-def _where(uuid: int, tracks: dict[int, Any], procs: dict[int, str]) -> tuple[str, str]:
+def _where(uuid: int, tracks: dict[int, Any], procs: dict[int, str]) -> tuple[str, str, int | None]:
     d = tracks[uuid]
     if d.HasField("process"):
-        return d.process.process_name, ""
-    name = d.thread.thread_name if d.HasField("thread") else d.name
+        return d.process.process_name, "", None
+    thread = d.HasField("thread")
+    name = d.thread.thread_name if thread else d.name
     u = d.parent_uuid
     while u and u not in procs:
         u = tracks[u].parent_uuid
-    return (procs.get(u, "") if u else ""), name
+    return (procs.get(u, "") if u else ""), name, (d.thread.tid if thread else None)
 
 
 # ---------------------------------------------------------------- the model itself
@@ -273,12 +281,13 @@ def from_model(trace: Trace) -> Timeline:
     """The model in the same normalized form (after layout.nest has run)."""
     st = trace.strings
 
-    def where(track_id: int) -> tuple[str, str]:
+    def where(track_id: int) -> tuple[str, str, int | None]:
         t = trace.tracks[track_id]
         proc = trace.processes[t.process].name if t.process is not None else ""
         if t.kind is TrackKind.PROCESS:
-            return proc, ""
-        return proc, trace.track_label(t)
+            return proc, "", None
+        tid = trace.threads[t.thread].tid if t.kind is TrackKind.THREAD else None
+        return proc, trace.track_label(t), tid
 
     tl = Timeline()
     s = trace.slices
@@ -288,12 +297,12 @@ def from_model(trace: Trace) -> Timeline:
                                s.depth[i] if s.depth is not None else -1))
     for i in range(len(trace.instants)):
         t = trace.tracks[trace.instants.track[i]]
-        proc, track = where(t.id)
+        proc, track, tid = where(t.id)
         scope = "p" if t.kind is TrackKind.PROCESS else ("g" if t.process is None else "t")
-        tl.instants.append((proc, track if scope == "t" else "", st[trace.instants.name[i]],
+        tl.instants.append((proc, (track, tid) if scope == "t" else ("", None), st[trace.instants.name[i]],
                             trace.instants.ts[i], scope))
     for i in range(len(trace.counters)):
-        tl.counters.append((*where(trace.counters.track[i]), trace.counters.ts[i], trace.counters.value[i]))
+        tl.counters.append((*where(trace.counters.track[i])[:2], trace.counters.ts[i], trace.counters.value[i]))
     keys = [_key(x) for x in tl.slices]
     for i in range(len(trace.flows)):
         tl.flows.append((keys[trace.flows.src[i]], keys[trace.flows.dst[i]]))

@@ -319,9 +319,15 @@ class Trace:
         return tr
 
     def add_lane(self, track: Track, lane: int) -> Track:
-        base = track
-        return self._add_track(TrackKind.LANE, f"{base.name or 'track'} (overlap {lane})",
-                               process=base.process, thread=base.thread, parent=base.id, lane=lane)
+        """Extra track ``lane`` (1, 2, ...) of ``track`` for slices that overlap its own."""
+        label = self.track_label(track) or "track"
+        if track.kind is TrackKind.THREAD and track.thread is not None:
+            th = self.threads[track.thread]
+            same = sum(1 for o in self.threads if o.process == th.process and self.track_label(self.tracks[o.track]) == label)
+            if same > 1:
+                label = f"{label} [tid {th.tid}]"
+        return self._add_track(TrackKind.LANE, f"{label} (overlap {lane})",
+                               process=track.process, thread=track.thread, parent=track.id, lane=lane)
 
     # ---- events ---------------------------------------------------------------------------
 
@@ -392,4 +398,7 @@ class Trace:
         if track.kind is TrackKind.THREAD and track.thread is not None:
             th = self.threads[track.thread]
             return th.name or f"thread {th.tid}"
+        if track.kind is TrackKind.COUNTER and track.series:
+            # how Perfetto names the series of a Chrome "C" event: "<name> <arg key>"
+            return f"{track.name} {track.series}"
         return track.name

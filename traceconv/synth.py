@@ -42,7 +42,16 @@ def seconds_to_ns(seconds: float) -> int:
 def lay_out(trace: Trace, root: AggNode, process: Process, thread_name: str, start: int,
             *, cat: str | None = None) -> int:
     """Lay ``root`` out on a new thread of ``process`` from ``start``; returns the number of slices."""
-    main = trace.thread(process, ("synthesized", thread_name), thread_name, synthetic=True)
+    taken = {th.name for th in trace.threads if th.process == process.id}
+
+    def unique(name: str) -> str:
+        n, k = name, 2
+        while n in taken:
+            n, k = f"{name} #{k}", k + 1
+        taken.add(n)
+        return n
+
+    main = trace.thread(process, ("synthesized", thread_name), unique(thread_name), synthetic=True)
     count = 0
     overflowing = 0
     # explicit stack: (node, track id, start, path)
@@ -62,7 +71,7 @@ def lay_out(trace: Trace, root: AggNode, process: Process, thread_name: str, sta
             child_path = f"{path} > {child.name}"
             if child.parallel:
                 th = trace.thread(process, ("synthesized", child_path),
-                                  f"{child.name} (parallel, in {node.name})", synthetic=True)
+                                  unique(f"{child.name} (parallel, in {node.name})"), synthetic=True)
                 placed.append((child, th.track, t0, child_path))
             else:
                 placed.append((child, track, cursor, child_path))

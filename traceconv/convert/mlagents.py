@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import TraceconvError
+from ..errors import TraceconvError, WarningCode
 from ..io import Source
 from ..model import Clock, Trace
 from ..schema import parse_json, validate
@@ -39,7 +39,7 @@ def _node(name: str, n: TimerNode, parent_parallel: bool) -> AggNode:
         args["mean_s"] = n.total / n.count
     if n.is_parallel:
         args["is_parallel"] = True
-    return AggNode(
+    node = AggNode(
         name=name,
         dur=seconds_to_ns(n.total),
         args=args,
@@ -47,6 +47,12 @@ def _node(name: str, n: TimerNode, parent_parallel: bool) -> AggNode:
         # Only the root of a merged subtree starts a track; its descendants are also marked parallel.
         parallel=n.is_parallel and not parent_parallel,
     )
+    if n.count == 0 and n.total == 0 and node.children:
+        # Legacy (<= 0.14) roots were never refreshed: total 0, count 0.  Their real span is unknown,
+        # so the node spans its children instead of being a zero-length slice.
+        node.dur = sum(c.dur for c in node.children if not c.parallel)
+        args["total_unknown"] = True
+    return node
 
 
 def read(source: Source) -> Trace:
@@ -86,4 +92,7 @@ def read(source: Source) -> Trace:
     if tf.gauges:
         root.args["gauges"] = {k: g.model_dump() for k, g in tf.gauges.items()}
     lay_out(trace, root, process, "timers", start, cat="timer")
+    if root.args.get("total_unknown"):
+        trace.diagnostics.warn(WarningCode.NOTE, "the root timer has no total (ML-Agents <= 0.14 never "
+                               "refreshed it): it is drawn spanning its children, with total_unknown in args")
     return trace

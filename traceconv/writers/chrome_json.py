@@ -24,6 +24,10 @@ from .. import __version__
 from ..model import Clock, Trace, TrackKind
 
 _CHUNK = 8192
+# Tracks that are not threads (overlap lanes, async tracks) become threads numbered from here.
+SYNTHETIC_TID_BASE = 2_000_000_000
+# Tracks that belong to no process (global tracks) are shown in a process of this name.
+GLOBAL_PROCESS_NAME = "Global"
 
 
 def us(ns: int) -> str:
@@ -78,7 +82,7 @@ class _Ids:
         if t.kind in (TrackKind.PROCESS, TrackKind.COUNTER):
             return pid, None
         used = self.used_tids[pid]
-        tid = 2_000_000_000 + len(used)
+        tid = SYNTHETIC_TID_BASE + len(used)
         while tid in used:
             tid += 1
         used.add(tid)
@@ -127,11 +131,10 @@ def write(trace: Trace, out: BinaryIO) -> None:
         if p.labels:
             emit(_meta_event("process_labels", p.pid, None, {"labels": ",".join(p.labels)}))
     if ids.global_pid is not None:
-        emit(_meta_event("process_name", ids.global_pid, None, {"name": "Global"}))
+        emit(_meta_event("process_name", ids.global_pid, None, {"name": GLOBAL_PROCESS_NAME}))
     for th in trace.threads:
         pid = trace.processes[th.process].pid
-        if th.name:
-            emit(_meta_event("thread_name", pid, th.tid, {"name": th.name}))
+        emit(_meta_event("thread_name", pid, th.tid, {"name": trace.track_label(trace.tracks[th.track])}))
         if th.sort_index is not None:
             emit(_meta_event("thread_sort_index", pid, th.tid, {"sort_index": th.sort_index}))
     for pid, tid, name, sort in ids.extra_threads:

@@ -172,8 +172,7 @@ def _descriptors(w: _Writer) -> None:
             d.parent_uuid = proc_uuid[th.process]
             d.thread.pid = trace.processes[th.process].pid
             d.thread.tid = th.tid
-            if th.name:
-                d.thread.thread_name = th.name
+            d.thread.thread_name = trace.track_label(t)
             if th.sort_index is not None:
                 d.thread.legacy_sort_index = th.sort_index
             continue

@@ -1,0 +1,205 @@
+"""Both writers on one model that holds every kind of event, decoded back and compared."""
+
+from __future__ import annotations
+
+import gzip
+
+import orjson
+import pytest
+
+import traceconv
+from traceconv.layout import nest
+from traceconv.model import Clock, Trace, TrackKind
+from traceconv.writers.chrome_json import us
+
+from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
+
+T0 = 1_763_700_000_123_456_789          # an epoch time in ns: µs doubles would lose its last digits
+WEIRD = 'quote " backslash \\ newline \n tab \t ünïcødé 中文 🚀'
+
+
+def build() -> Trace:
+    t = Trace("test")
+    t.meta.clock = Clock.UNIX
+    t.meta.rank, t.meta.world_size = 3, 8
+    t.meta.extra = {"note": "kitchen sink"}
+    host = t.process(4242, "python3")
+    host.sort_index = 1
+    host.labels = ["CPU"]
+    main = t.thread(host, 4242, "pt_main_thread")
+    other = t.thread(host, 99, "")                       # unnamed: written as "thread 99"
+    mx = t.process(17510480809887784029, "operator")      # a 64-bit MXNet category hash
+    mx_thread = t.thread(mx, 2**64 - 5)
+    spans = t.process("Spans")
+    span_thread = t.thread(spans, "PyTorch Profiler")
+
+    # nested, with a parent and child starting together, and a zero-length slice inside
+    step = t.add_slice(main.track, T0, 10_000, "ProfilerStep#1", "user_annotation", {"step": 1})
+    op = t.add_slice(main.track, T0, 4_000, "aten::mm", "cpu_op",
+                     {"Input Dims": [[2, 3], [3, 4]], "nested": {"a": None, "b": True, "c": 1.5},
+                      "huge": 2**64 - 1, "neg": -(2**63), "empty": {}, "none": None})
+    t.add_slice(main.track, T0 + 1_000, 0, "zero", "cpu_op")
+    # overlaps aten::mm without nesting: the naive BEGIN/END writer swaps their ends
+    launch = t.add_slice(main.track, T0 + 3_000, 2_500, "cudaLaunchKernel", "cuda_runtime", {"correlation": 7})
+    t.add_slice(main.track, T0 + 3_500, 1_000, "inside the overlap", "cpu_op")
+    # a slice with several flows (v1 fallback) and a plain one (v2)
+    a = t.add_slice(other.track, T0 + 20_000, 5_000, WEIRD, "cat,with,commas")
+    b = t.add_slice(other.track, T0 + 30_000, 1_001, "b", None)
+    c = t.add_slice(mx_thread.track, T0 + 31_000, 1, "c", "operator")
+    t.add_flow(launch, c, "ac2g")
+    t.add_flow(op, a, "fwdbwd")
+    t.add_flow(a, b, "fwdbwd")
+    t.add_slice(span_thread.track, T0, 40_000, "PyTorch Profiler (0)", "Trace")
+    # async tracks, one per process and one global, with overlapping same-named work
+    q = t.track(TrackKind.ASYNC, "queue", host)
+    t.add_slice(q.id, T0 + 100, 5_000, "req 1", "async")
+    t.add_slice(q.id, T0 + 200, 6_000, "req 2", "async")
+    g = t.track(TrackKind.ASYNC, "global work")
+    t.add_slice(g.id, T0 + 50, 70, "g", None)
+    # instants: thread, process, global scope
+    t.add_instant(main.track, T0 + 5, "[memory]", "cpu_instant_event", {"Bytes": -512})
+    t.add_instant(t.process_track(host).id, T0 + 6, "Iteration Start", None)
+    t.add_instant(g.id, T0 + 7, "Record Window End", None)
+    # counters: a plain one with a unit, and one series of a Chrome "C" event
+    mem = t.track(TrackKind.COUNTER, "GPU 0 allocated", host, unit="bytes")
+    for k, v in enumerate([0.0, 1024.0, 512.5, 0.0]):
+        t.add_counter(mem.id, T0 + k * 1_000, v)
+    cpu = t.track(TrackKind.COUNTER, "cpu", host, series="cpu_percent")
+    t.add_counter(cpu.id, T0 + 10, 12.5)
+    assert step == 0
+    return t
+
+
+@pytest.fixture
+def outputs(tmp_path):
+    trace = build()
+    traceconv.save(trace, tmp_path / "k.json")
+    traceconv.save(trace, tmp_path / "k.json.gz")
+    traceconv.save(trace, tmp_path / "k.pftrace")
+    traceconv.save(trace, tmp_path / "k.pftrace.gz")
+    return trace, tmp_path
+
+
+def test_json_and_protobuf_describe_the_model(outputs):
+    trace, d = outputs
+    m = from_model(trace)
+    j = read_chrome_json(d / "k.json")
+    p = read_perfetto(d / "k.pftrace")
+    assert_same_timeline(m, p)
+    assert_same_timeline(j, p)
+    assert_same_timeline(read_chrome_json(d / "k.json.gz"), read_perfetto(d / "k.pftrace.gz"))
+    assert len(p.slices) == len(trace.slices) == 12
+    assert len(p.flows) == 3 and len(p.counters) == 5 and len(p.instants) == 3
+
+
+def test_overlapping_slices_keep_their_own_durations(outputs):
+    """The naive-writer bug: overlapping slices on one thread take each other's ends."""
+    trace, d = outputs
+    for tl in (read_perfetto(d / "k.pftrace"), read_chrome_json(d / "k.json")):
+        got = {s.name: (s.track, s.ts - T0, s.dur, s.depth) for s in tl.slices}
+        assert got["aten::mm"] == ("pt_main_thread", 0, 4_000, 1)
+        assert got["cudaLaunchKernel"] == ("pt_main_thread (overlap 1)", 3_000, 2_500, 0)
+        assert got["inside the overlap"] == ("pt_main_thread (overlap 1)", 3_500, 1_000, 1)
+        assert got["zero"] == ("pt_main_thread", 1_000, 0, 2)
+        assert got["ProfilerStep#1"] == ("pt_main_thread", 0, 10_000, 0)
+        assert got["req 1"][2] == 5_000 and got["req 2"][2] == 6_000
+        assert {got["req 1"][0], got["req 2"][0]} == {"queue", "queue (overlap 1)"}
+    warn = {w.code.value: w.count for w in trace.diagnostics.warnings}
+    assert warn == {"overlap-lanes": 3}
+
+
+def test_names_args_and_ids_survive(outputs):
+    trace, d = outputs
+    for tl in (read_perfetto(d / "k.pftrace"), read_chrome_json(d / "k.json")):
+        by_name = {s.name: s for s in tl.slices}
+        assert WEIRD in by_name and by_name[WEIRD].cat == "cat,with,commas"
+        args = orjson.loads(by_name["aten::mm"].args)
+        assert args == {"Input Dims": [[2, 3], [3, 4]], "nested": {"a": None, "b": True, "c": 1.5},
+                        "huge": 2**64 - 1, "neg": -(2**63), "empty": {}, "none": None}
+        assert by_name["c"].process == "operator"
+        assert by_name["PyTorch Profiler (0)"].process == "Spans"
+        assert by_name["b"].track == "thread 99"
+        assert by_name["g"].process == ""                      # a global track
+        assert by_name["ProfilerStep#1"].tid == 4242
+
+
+def test_pids_and_tids_fit_the_viewers(outputs):
+    """Perfetto's JSON importer turns pids/tids outside 0..2^32-1 into 0, merging processes."""
+    trace, d = outputs
+    doc = orjson.loads((d / "k.json").read_bytes())
+    pids = {e["pid"] for e in doc["traceEvents"]}
+    tids = {e["tid"] for e in doc["traceEvents"] if "tid" in e}
+    assert all(0 <= v < 2**31 for v in pids | tids)
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"python3", "operator", "Spans", "Global"}
+    assert len(pids) == 4
+    proc = [p for p in trace.processes if p.name == "operator"][0]
+    assert proc.raw_pid == 17510480809887784029 and proc.pid != proc.raw_pid
+    assert {p.raw_pid for p in trace.processes} >= {4242, "Spans"}
+
+
+def test_timestamps_keep_nanoseconds_at_epoch_scale(outputs):
+    trace, d = outputs
+    doc = orjson.loads((d / "k.json").read_bytes())
+    assert doc["baseTimeNanoseconds"] == T0 - T0 % 10**9
+    step = [e for e in doc["traceEvents"] if e.get("name") == "ProfilerStep#1"][0]
+    assert step["ts"] == 0.123456789 * 1e6 or abs(step["ts"] - 123456.789) < 1e-6
+    assert b'"ts":123456.789,' in (d / "k.json").read_bytes()
+    p = read_perfetto(d / "k.pftrace")
+    assert min(s.ts for s in p.slices) == T0
+    assert us(T0) == "1763700000123456.789" and us(-1500) == "-1.500" and us(2000) == "2"
+
+
+def test_metadata_in_both(outputs):
+    trace, d = outputs
+    j = read_chrome_json(d / "k.json").metadata
+    p = read_perfetto(d / "k.pftrace").metadata
+    for m in (j, p):
+        assert m["traceconv"]["rank"] == 3 and m["traceconv"]["world_size"] == 8
+        assert m["traceconv"]["clock"] == "unix" and m["note"] == "kitchen sink"
+
+
+def test_gzip_outputs_are_gzip(outputs):
+    _, d = outputs
+    for name in ("k.json.gz", "k.pftrace.gz"):
+        raw = (d / name).read_bytes()
+        assert raw[:2] == b"\x1f\x8b"
+    assert gzip.decompress((d / "k.pftrace.gz").read_bytes()) == (d / "k.pftrace").read_bytes()
+
+
+def test_protobuf_sequence_and_interning_rules(outputs):
+    """First packet clears incremental state; interned ids are defined once, before use."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    _, d = outputs
+    tr = pb.Trace()
+    tr.ParseFromString((d / "k.pftrace").read_bytes())
+    first = tr.packet[0]
+    assert first.first_packet_on_sequence and first.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    assert {p.trusted_packet_sequence_id for p in tr.packet} == {1}
+    defined: set[int] = set()
+    descriptors = set()
+    for p in tr.packet:
+        if p.HasField("track_descriptor"):
+            descriptors.add(p.track_descriptor.uuid)
+        for e in p.interned_data.event_names:
+            assert e.iid not in defined, "an event name interned twice"
+            defined.add(e.iid)
+        if p.HasField("track_event"):
+            assert p.track_event.track_uuid in descriptors
+            if p.track_event.name_iid:
+                assert p.track_event.name_iid in defined
+    kinds = [p.track_descriptor for p in tr.packet if p.HasField("track_descriptor")]
+    assert sum(k.HasField("process") for k in kinds) == 3        # "Global" is JSON-only: no process in proto
+    assert sum(k.HasField("thread") for k in kinds) == 4
+    assert sum(k.HasField("counter") for k in kinds) == 2
+    unit = [k.counter.unit for k in kinds if k.HasField("counter") and k.name == "GPU 0 allocated"]
+    assert unit == [pb.CounterDescriptor.UNIT_SIZE_BYTES]
+
+
+def test_layout_is_idempotent_and_counted_once():
+    trace = build()
+    nest(trace)
+    tracks = list(trace.slices.track)
+    nest(trace)
+    assert list(trace.slices.track) == tracks
+    assert [w.count for w in trace.diagnostics.warnings] == [3]
