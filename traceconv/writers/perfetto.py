@@ -97,6 +97,10 @@ class _Writer:
         self.ann_iids: dict[str, int] = {}
 
     def packet(self) -> Any:
+        # Flush a full batch *before* adding: the caller fills the packet after this returns,
+        # so a packet must not be serialized here (it would be written empty).
+        if self.count >= _BATCH:
+            self.flush()
         p = self.batch.packet.add()
         p.trusted_packet_sequence_id = SEQ_ID
         if self.first:
@@ -104,8 +108,6 @@ class _Writer:
             p.sequence_flags = SEQ_CLEARED | SEQ_NEEDS
             self.first = False
         self.count += 1
-        if self.count >= _BATCH:
-            self.flush()
         return p
 
     def flush(self) -> None:
