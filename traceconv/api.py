@@ -24,7 +24,7 @@ def load(path: PathLike, format: str | None = None) -> Trace:
 
     >>> trace = load("tests/fixtures/mlagents/csharp_3DBall_timers.json")
     >>> trace.meta.source_format, len(trace.slices)
-    ('mlagents', 6)
+    ('mlagents', 9)
     """
     source = open_source(path)
     fmt = _formats.get(format, role="reader") if format else _formats.detect(source.head, source.path)

@@ -4,9 +4,9 @@ versions: dict children, legacy list children with ``name``) and the C#/Unity wr
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", populate_by_name=True)
 
@@ -27,15 +27,26 @@ class TimerNode(BaseModel):
     count: int = Field(ge=0)
     self_: Optional[float] = Field(default=None, alias="self")
     is_parallel: bool = False
-    children: Union[dict[str, "TimerNode"], list["TimerNode"], None] = None
+    children: Optional[dict[str, "TimerNode"]] = None
+
+    @field_validator("children", mode="before")
+    @classmethod
+    def _legacy_list(cls, v: Any) -> Any:
+        """Legacy (<= 0.14) children: a list of nodes that carry their ``name``."""
+        if not isinstance(v, list):
+            return v
+        out: dict[str, Any] = {}
+        for i, c in enumerate(v):
+            name = c.get("name") if isinstance(c, dict) else None
+            key = str(name) if name else f"child {i}"
+            while key in out:
+                key += " (again)"
+            out[key] = c
+        return out
 
     def child_items(self) -> list[tuple[str, "TimerNode"]]:
-        """(name, node) in the file's order, for dict and legacy list children alike."""
-        if self.children is None:
-            return []
-        if isinstance(self.children, dict):
-            return list(self.children.items())
-        return [(c.name or f"child {i}", c) for i, c in enumerate(self.children)]
+        """(name, node) in the file's order."""
+        return list(self.children.items()) if self.children else []
 
 
 class TimersFile(TimerNode):

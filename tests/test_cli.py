@@ -1,0 +1,140 @@
+"""The command line, run for real (``python -m traceconv``): results, and every bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traceconv import formats
+
+from timeline import assert_same_timeline, read_chrome_json, read_perfetto
+
+FIX = Path(__file__).parent / "fixtures" / "mlagents"
+SOCCER = FIX / "python_SoccerTwos_run_logs_timers.json"
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "traceconv", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def test_convert_to_both_formats_and_they_agree(tmp_path):
+    r1 = run("convert", SOCCER, "-o", tmp_path / "run.pftrace")
+    r2 = run("convert", SOCCER, "-o", tmp_path / "run.trace.json")
+    assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
+    assert "wrote" in r1.stdout and "(perfetto)" in r1.stdout and "25 slices" in r1.stdout
+    assert "(mlagents)" in r2.stdout and r1.stderr == ""
+    assert_same_timeline(read_chrome_json(tmp_path / "run.trace.json"), read_perfetto(tmp_path / "run.pftrace"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pftrace", "run.trace.json"]
+
+
+def test_to_overrides_the_name_and_from_overrides_detection(tmp_path):
+    r = run("convert", SOCCER, "-o", tmp_path / "out.bin", "--to", "perfetto", "--from", "ml-agents", "-q")
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
+    assert len(read_perfetto(tmp_path / "out.bin").slices) == 25
+
+
+def test_formats_lists_the_registry():
+    r = run("formats")
+    assert r.returncode == 0
+    for f in formats.FORMATS:
+        assert f.name in r.stdout
+
+
+def test_help_shows_examples():
+    r = run("convert", "--help")
+    assert r.returncode == 0 and "traceconv convert" in r.stdout and "--from" in r.stdout
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess, *needles: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("traceconv: error: ") and "Traceback" not in r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return p
+
+
+BAD_TREE = {"name": "root", "total": 1.0, "count": 1, "self": 0.5,
+            "children": {"TrainerController.advance": {"total": -2.0, "count": 3, "self": 0.0}}}
+
+
+@pytest.mark.parametrize("name,content,extra,needles", [
+    ("empty.json", "", [], ["empty.json", "the file is empty"]),
+    ("blank.json", "  \n\n", [], ["the file is empty"]),
+    ("text.json", "hello, not json", [], ["text.json", "cannot tell what format", "--from"]),
+    ("text2.json", "hello, not json", ["--from", "mlagents"], ["not valid JSON", "line 1 column 1"]),
+    ("broken.json", '{"name": "root", "total": 1.0, "count": 1, "self": 1.0, "children": {',
+     [], ["broken.json", "not valid JSON"]),
+    ("list.json", "[1, 2]", ["--from", "mlagents"], ["expected a JSON object", "found a list"]),
+    ("shape.json", json.dumps({"total": "abc", "count": 1, "self": 0}), [],
+     ["shape.json", "at total", "valid number", "'abc'"]),
+    ("negative.json", json.dumps(BAD_TREE), [],
+     ["at children.TrainerController.advance.total", "greater than or equal to 0", "-2.0"]),
+    ("nan.json", '{"total": NaN, "count": 1, "self": 0}', [], ["not valid JSON"]),
+    ("count.json", json.dumps({"total": 1.0, "count": "many", "self": 0}), [], ["at count", "valid integer"]),
+])
+def test_bad_input_one_line_exit_2_no_output(tmp_path, name, content, extra, needles):
+    src = write(tmp_path, name, content)
+    out = tmp_path / "out.pftrace"
+    r = run("convert", src, "-o", out, *extra)
+    assert_one_line_error(r, *needles)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name], "no output file, no temporary file"
+
+
+def test_unknown_format_names_say_did_you_mean(tmp_path):
+    r = run("convert", SOCCER, "-o", tmp_path / "o.pftrace", "--from", "mlagent")
+    assert_one_line_error(r, "unknown format 'mlagent'", "did you mean 'mlagents'?")
+    r = run("convert", SOCCER, "-o", tmp_path / "o.x", "--to", "perfeto")
+    assert_one_line_error(r, "did you mean 'perfetto'?")
+    r = run("convert", SOCCER, "-o", tmp_path / "o.pftrace", "--from", "perfetto")
+    assert_one_line_error(r, "cannot read the 'perfetto' format")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_paths_that_cannot_work(tmp_path):
+    src = tmp_path / "timers.json"
+    shutil.copy(SOCCER, src)
+    before = src.read_bytes()
+    r = run("convert", src, "-o", src, "--to", "chrome-json")
+    assert_one_line_error(r, "refusing to overwrite an input file")
+    assert src.read_bytes() == before
+    r = run("convert", src, "-o", tmp_path / "out.txt")
+    assert_one_line_error(r, "out.txt", "cannot tell the output format", "--to")
+    r = run("convert", src, "-o", tmp_path / "missing" / "out.json")
+    assert_one_line_error(r, "folder does not exist")
+    r = run("convert", tmp_path / "nope.json", "-o", tmp_path / "out.json")
+    assert_one_line_error(r, "nope.json", "no such file")
+    r = run("convert", tmp_path, "-o", tmp_path / "out.json")
+    assert_one_line_error(r, "is a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["timers.json"]
+
+
+def test_strict_refuses_a_lossy_conversion(tmp_path):
+    tree = {"name": "root", "total": 1.0, "count": 1, "self": 0.0,
+            "children": {"a": {"total": 0.7, "count": 1, "self": 0.7}, "b": {"total": 0.7, "count": 1, "self": 0.7}}}
+    src = write(tmp_path, "timers.json", json.dumps(tree))
+    r = run("convert", src, "-o", tmp_path / "o.pftrace")
+    assert r.returncode == 0
+    assert "warning: children-exceed-parent" in r.stderr and "warning: overlap-lanes" in r.stderr
+    r = run("convert", src, "-o", tmp_path / "o2.pftrace", "--strict")
+    assert_one_line_error(r, "--strict", "children-exceed-parent")
+    assert not (tmp_path / "o2.pftrace").exists()
+
+
+def test_existing_output_is_replaced_whole(tmp_path):
+    out = tmp_path / "o.json"
+    out.write_text("old content")
+    assert run("convert", SOCCER, "-o", out).returncode == 0
+    assert len(read_chrome_json(out).slices) == 25

@@ -1,0 +1,41 @@
+"""The README stays true to the code: its commands, its format table, its CI command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from traceconv import formats
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def test_first_lines_say_what_it_is_and_what_it_is_not():
+    head = README[:700]
+    assert "Perfetto" in head and "chrome://tracing" in head
+    assert "not* Perfetto's own `traceconv` binary" in head
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    blocks = re.findall(r"```\n(.*?)\n```", README, re.S)
+    test_cmd = [b for b in blocks if "pytest" in b][0].strip()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert test_cmd in ci.splitlines()
+
+
+def test_the_bundled_example_exists():
+    blocks = re.findall(r"```\n(.*?)\n```", README, re.S)
+    main_cmd = blocks[0].strip()
+    example = re.search(r"convert (\S+)", main_cmd).group(1)
+    assert (ROOT / example).is_file()
+
+
+def test_format_table_matches_the_registry():
+    table = {m.group(1): (m.group(2) == "yes", m.group(3) == "yes")
+             for m in re.finditer(r"^\| `([a-z-]+)` \|\s*(yes)?\s*\|\s*(yes)?\s*\|", README, re.M)}
+    for f in formats.FORMATS:
+        assert f.name in table, f"README's format table lacks {f.name}"
+        reads, writes = table[f.name]
+        assert writes == bool(f.writer), f.name
+        assert reads == bool(f.reader), f.name
