@@ -203,3 +203,19 @@ def test_layout_is_idempotent_and_counted_once():
     nest(trace)
     assert list(trace.slices.track) == tracks
     assert [w.count for w in trace.diagnostics.warnings] == [3]
+
+
+def test_many_batches_of_packets_lose_nothing(tmp_path):
+    """More packets than one write batch holds (regression: every 4096th packet was written empty)."""
+    from traceconv.writers import perfetto as pw
+    t = Trace("test")
+    th = t.thread(t.process(1, "p"), 1, "t")
+    n = pw._BATCH * 2 + 7
+    for i in range(n):
+        t.add_slice(th.track, i * 10, 5 + i % 3, f"s{i % 5}", None, {"i": i} if i % 2 else None)
+    traceconv.save(t, tmp_path / "big.pftrace")
+    traceconv.save(t, tmp_path / "big.json")
+    p = read_perfetto(tmp_path / "big.pftrace")
+    assert len(p.slices) == n
+    assert sorted((s.ts, s.dur) for s in p.slices) == [(i * 10, 5 + i % 3) for i in range(n)]
+    assert_same_timeline(read_chrome_json(tmp_path / "big.json"), p)
