@@ -6,6 +6,7 @@ User errors (:class:`traceconv.TraceconvError`) become one line on stderr and ex
 from __future__ import annotations
 
 import sys
+import webbrowser
 from pathlib import Path
 from typing import Optional
 
@@ -15,6 +16,7 @@ from rich.table import Table
 
 import traceconv
 from traceconv import formats as registry
+from traceconv import serve
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -24,6 +26,7 @@ EXAMPLES = """
 
   traceconv convert results/ppo/run_logs/timers.json -o timers.pftrace
   traceconv convert timers.json -o timers.trace.json.gz
+  traceconv open timers.json                # convert, serve once, open ui.perfetto.dev
   traceconv formats
 """
 
@@ -43,6 +46,11 @@ app = typer.Typer(
 def fail(e: traceconv.TraceconvError) -> "typer.Exit":
     err.print(f"traceconv: error: {e}", markup=False, soft_wrap=True)
     return typer.Exit(code=2)
+
+
+def print_warnings(warnings: list) -> None:
+    for w in warnings:
+        err.print(f"warning: {w}", markup=False, soft_wrap=True)
 
 
 def version_callback(value: bool) -> None:
@@ -87,8 +95,32 @@ def convert(
     if not quiet:
         out.print(f"wrote {output} ({result.output_format}) from {input} ({result.input_format}): "
                   f"{result.counts()}", markup=False, soft_wrap=True)
-        for w in result.warnings:
-            err.print(f"warning: {w}", markup=False, soft_wrap=True)
+        print_warnings(result.warnings)
+
+
+@app.command("open")
+def open_(
+    input: Path = typer.Argument(..., help="A profile of any supported format, or a Perfetto trace."),
+    no_browser: bool = typer.Option(False, "--no-browser", "-n", help="Print the link, open no browser."),
+    origin: str = typer.Option(serve.DEFAULT_ORIGIN, "--origin", help="The Perfetto UI to open it in."),
+    port: int = typer.Option(serve.DEFAULT_PORT, "--port", help="Port on 127.0.0.1 (the UI only allows 9001)."),
+    from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
+) -> None:
+    """Open a profile in ui.perfetto.dev: convert it if needed, serve it once on 127.0.0.1:9001.
+
+    traceconv open timers.json
+    """
+    try:
+        with traceconv.open_in_ui(input, from_format=from_) as ready:
+            def announce(url: str) -> None:
+                out.print(f"serving {ready.name} once on http://{serve.HOST}:{port}/ (Ctrl-C to stop)",
+                          markup=False, soft_wrap=True)
+                out.print(url, markup=False, soft_wrap=True)
+                if not no_browser:
+                    webbrowser.open_new_tab(url)
+            serve.serve_once(ready, port=port, origin=origin, on_ready=announce)
+    except traceconv.TraceconvError as e:
+        raise fail(e) from None
 
 
 @app.command("formats")

@@ -13,11 +13,11 @@ __version__ = "0.1.0"
 # Import the importers' package first: importing ``traceconv.convert.<fmt>`` later (when a
 # format is read) would otherwise rebind ``traceconv.convert`` from the function to the package.
 from . import convert as _importers  # noqa: E402,F401
-from .api import ConvertResult, convert, load, save  # noqa: E402
+from .api import ConvertResult, convert, load, open_in_ui, save  # noqa: E402
 from .errors import ConversionWarning, Diagnostics, TraceconvError, WarningCode  # noqa: E402
 from .model import Trace  # noqa: E402
 
 __all__ = [
-    "__version__", "load", "save", "convert", "ConvertResult", "Trace",
+    "__version__", "load", "save", "convert", "open_in_ui", "ConvertResult", "Trace",
     "TraceconvError", "ConversionWarning", "Diagnostics", "WarningCode",
 ]

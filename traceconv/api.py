@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from . import formats as _formats
 from .errors import ConversionWarning, TraceconvError, WarningCode
@@ -92,3 +95,26 @@ def convert(input: PathLike, output: PathLike, *, from_format: str | None = None
                          trace.diagnostics.warnings)
 
 
+
+
+PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb", ".pftrace.gz", ".perfetto-trace.gz")
+
+
+@contextlib.contextmanager
+def open_in_ui(input: PathLike, from_format: str | None = None) -> Iterator[Path]:
+    """A Perfetto trace of ``input`` to serve: the file itself if it already is one, else a
+    temporary ``.pftrace`` converted from it (removed afterwards)."""
+    src = Path(input)
+    if from_format is None and src.name.lower().endswith(PERFETTO_SUFFIXES):
+        open_source(src)   # exists, readable, not empty
+        yield src
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="traceconv-"))
+    try:
+        name = src.name.split(".")[0] or "trace"
+        out = tmp / f"{name}.pftrace"
+        trace = load(src, from_format)
+        save(trace, out)
+        yield out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
