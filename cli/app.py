@@ -17,6 +17,7 @@ from rich.table import Table
 import traceconv
 from traceconv import formats as registry
 from traceconv import serve
+from traceconv import summary as summ
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -26,6 +27,7 @@ EXAMPLES = """
 
   traceconv convert results/ppo/run_logs/timers.json -o timers.pftrace
   traceconv convert timers.json -o timers.trace.json.gz
+  traceconv summary timers.json --by name --top 10
   traceconv open timers.json                # convert, serve once, open ui.perfetto.dev
   traceconv formats
 """
@@ -96,6 +98,51 @@ def convert(
         out.print(f"wrote {output} ({result.output_format}) from {input} ({result.input_format}): "
                   f"{result.counts()}", markup=False, soft_wrap=True)
         print_warnings(result.warnings)
+
+
+@app.command()
+def summary(
+    inputs: list[Path] = typer.Argument(..., help="One profile, or one per rank of a run."),
+    by: str = typer.Option("name", "--by", help="Group by: " + ", ".join(summ.GROUPINGS) + "."),
+    sort: str = typer.Option("self", "--sort", help="Sort by: " + ", ".join(summ.SORTS) + "."),
+    top: Optional[int] = typer.Option(20, "--top", help="Show the first N rows (0: all)."),
+    fmt: str = typer.Option("table", "--format", help="table, csv or json."),
+    from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
+) -> None:
+    """Where did the time go: hotspots by name, category, thread, process or rank.
+
+    traceconv summary rank0.pt.trace.json.gz rank1.pt.trace.json.gz --by name --top 10
+    """
+    try:
+        if fmt not in ("table", "csv", "json"):
+            raise traceconv.TraceconvError(f"unknown --format '{fmt}'; choose table, csv or json")
+        traces = [traceconv.load(p, from_) for p in inputs]
+        result = summ.summarize(traces, by=by, sort=sort, top=top or None)
+    except traceconv.TraceconvError as e:
+        raise fail(e) from None
+    if fmt == "json":
+        sys.stdout.write(result.to_json().decode() + "\n")
+        return
+    if fmt == "csv":
+        sys.stdout.write(result.to_csv())
+        return
+    multi = len(result.ranks) > 1
+    synthesized = any(t.meta.synthesized for t in traces)
+    t = Table(title=f"{', '.join(str(p) for p in inputs)} — by {by}"
+                    + (" (synthesized timeline: file totals)" if synthesized else ""))
+    t.add_column(by, overflow="fold", max_width=60)
+    for col in ("count", "total", "self", "avg", "self %"):
+        t.add_column(col, justify="right")
+    if multi:
+        t.add_column("slowest rank", justify="right")
+    for r in result.rows:
+        cells = [r.key, f"{r.count:,}", summ.fmt_ns(r.total_ns), summ.fmt_ns(r.self_ns),
+                 summ.fmt_ns(r.avg_ns), f"{100 * r.share:.1f}"]
+        if multi:
+            st = r.straggler()
+            cells.append(f"{st[0]} (x{st[1]:.2f})" if st else "")
+        t.add_row(*cells)
+    out.print(t)
 
 
 @app.command("open")

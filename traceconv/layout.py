@@ -43,8 +43,9 @@ def nest(trace: Trace) -> None:
         return
     n = len(s)
     depth = array("i", bytes(4 * n))
+    parent = array("q", [-1]) * n
     if n == 0:
-        s.depth = depth
+        s.depth, s.parent = depth, parent
         return
     order = slice_order(trace).tolist()
     ts_col, dur_col, track_col = s.ts, s.dur, s.track
@@ -52,7 +53,7 @@ def nest(trace: Trace) -> None:
     lane_tracks: dict[tuple[int, int], int] = {}
 
     cur_track = -1
-    lanes: list[list[tuple[int, int]]] = []   # per lane: stack of (start, end)
+    lanes: list[list[tuple[int, int, int]]] = []   # per lane: stack of (start, end, slice)
     for i in order:
         t = track_col[i]
         if t != cur_track:
@@ -67,7 +68,7 @@ def nest(trace: Trace) -> None:
             while stack and stack[-1][1] <= start:
                 stack.pop()
             if stack:
-                top_start, top_end = stack[-1]
+                top_start, top_end, _ = stack[-1]
                 if end <= top_end and top_start > best_start:
                     best, best_start = k, top_start
             elif first_free < 0:
@@ -78,7 +79,9 @@ def nest(trace: Trace) -> None:
             lanes.append([])
         stack = lanes[k]
         depth[i] = len(stack)
-        stack.append((start, end))
+        if stack:
+            parent[i] = stack[-1][2]
+        stack.append((start, end, i))
         if k > 0:
             key = (t, k)
             lt = lane_tracks.get(key)
@@ -87,7 +90,7 @@ def nest(trace: Trace) -> None:
                 lane_tracks[key] = lt
             track_col[i] = lt
             moved[t] = moved.get(t, 0) + 1
-    s.depth = depth
+    s.depth, s.parent = depth, parent
     if moved:
         names = sorted({trace.track_label(trace.tracks[t]) or "unnamed track" for t in moved})
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -131,7 +131,7 @@ class Track:
 class SliceTable:
     """Columns of slices.  ``args[i]`` is compact JSON bytes or None."""
 
-    __slots__ = ("ts", "dur", "track", "name", "cat", "args", "depth")
+    __slots__ = ("ts", "dur", "track", "name", "cat", "args", "depth", "parent")
 
     def __init__(self) -> None:
         self.ts = array("q")
@@ -141,6 +141,7 @@ class SliceTable:
         self.cat = array("i")
         self.args: list[bytes | None] = []
         self.depth: array | None = None   # set by layout.nest(): nesting depth on its track
+        self.parent: array | None = None  # set by layout.nest(): enclosing slice on its track, or -1
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -340,7 +341,7 @@ class Trace:
         s.name.append(self.strings.intern(name))
         s.cat.append(self.strings.intern(cat))
         s.args.append(encode_args(args))
-        s.depth = None
+        s.depth = s.parent = None
         return len(s.ts) - 1
 
     def add_instant(self, track: int, ts: int, name: str, cat: str | None = None,
