@@ -8,7 +8,9 @@ in the order SF printed them; its timers are laid out by :mod:`traceconv.synth`
 a root slice as long as the sum of the top-level timers.  A ``timeit`` node
 printed smaller than the sum of its children (SF keeps only its *last*
 duration) is drawn as long as its children and flagged ``children_exceed_total``
-with the printed ``value_s`` kept, so no slice escapes its parent.  All
+with the printed ``value_s`` kept, so no slice escapes its parent (a slice
+drawn from its children is 1 ns longer when its last children have zero
+length, so that viewers keep them inside).  All
 components of a run start together at ``Collected``-line time minus the run's
 ``main_loop`` (or the longest component); log times have no zone and are read
 as UTC.  Reports are split into runs at ``Collected`` lines (the SF1 ``Timing:``
@@ -393,9 +395,16 @@ def _agg(node: _Node, flagged: list[int]) -> AggNode:
     if kids > value_ns:
         args["children_exceed_total"] = True
         args["drawn_as_sum_of_children"] = True
-        dur = kids
+        dur = _group_dur(children)
         flagged[0] += 1
     return AggNode(node.name, dur, args, children)
+
+
+def _group_dur(children: list[AggNode]) -> int:
+    """A slice drawn as long as its children; 1 ns more when the last ones have zero length, so
+    that viewers (which close a slice at its end) keep them inside it."""
+    total = sum(c.dur for c in children)
+    return total + 1 if children and children[-1].dur == 0 and total else total
 
 
 def _rows(nodes: list[_Node], depth: int = 0) -> Iterator[list[Any]]:
@@ -453,7 +462,7 @@ def read(source: Source) -> Trace:
         roots = []
         for rep in run.reports:
             root = AggNode(rep.display, 0, {}, [_agg(n, flagged) for n in rep.nodes])
-            root.dur = sum(c.dur for c in root.children)
+            root.dur = _group_dur(root.children)
             roots.append(root)
             total_nodes += _count(rep.nodes)
             _check_order(rep.nodes, probs)
@@ -490,7 +499,7 @@ def read(source: Source) -> Trace:
             if rep.head.pid is not None:
                 proc.labels.append(f"pid {rep.head.pid}")
             args: dict[str, Any] = {"component": rep.component, "header": rep.header,
-                                    "sum_of_top_level_timers_s": root.dur / 1e9}
+                                    "sum_of_top_level_timers_s": sum(c.dur for c in root.children) / 1e9}
             if multi:
                 args["run"] = k
             if rep.head.stamp:
