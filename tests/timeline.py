@@ -151,7 +151,9 @@ def read_chrome_json(path: str | Path) -> Timeline:
     def enclosing(pid: int, tid: int, ts: int) -> tuple:
         track = (pnames.get(pid, ""), tnames.get((pid, tid), ""), _real(tid))
         cands = [s for s in tl.slices if (s.process, s.track, s.tid) == track and s.ts <= ts <= s.ts + s.dur]
-        best = max(cands, key=lambda s: s.depth)
+        # innermost; between a slice that ends at ts and one that begins there, the one that begins
+        # (a viewer has closed the first by then)
+        best = max(cands, key=lambda s: (s.depth, s.ts))
         return _key(best)
 
     for ends in v1.values():
@@ -249,7 +251,7 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
         elif te.type == pb.TrackEvent.TYPE_INSTANT:
             d = tracks[te.track_uuid]
             proc, track, tid = _where(te.track_uuid, tracks, procs)
-            scope = "p" if d.HasField("process") else ("g" if not proc else "t")
+            scope = "p" if d.HasField("process") else ("t" if (proc or d.HasField("thread")) else "g")
             tl.instants.append((proc, (track, tid) if scope == "t" else ("", None), name, ts, scope))
         elif te.type == pb.TrackEvent.TYPE_COUNTER:
             proc, track, _ = _where(te.track_uuid, tracks, procs)

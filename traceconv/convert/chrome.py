@@ -1,0 +1,1127 @@
+"""Chrome Trace Event JSON → timeline: the generic reader every timeline dialect builds on.
+
+What goes where (the rules follow Perfetto's JSON importer, docs/getting-started/other-formats.md,
+except where noted):
+
+* Container: an object with ``traceEvents`` (other top-level keys go to the trace metadata) or a
+  bare array; ``.gz`` is detected by magic bytes.  Decoded with msgspec into one small Struct per
+  event (``args`` kept as raw JSON text, compacted once, never rebuilt as Python objects).
+  What msgspec rejects (trailing commas, a truncated array, invalid escapes, non-string names) goes
+  through a slower repair path, with a counted warning; a file cut short keeps every complete event.
+* ``ts``/``dur`` are µs (number or numeric string) and become exact integer ns (decimal digits are
+  kept, never rounded through a double).  The clock is Unix when the file says so
+  (``baseTimeNanoseconds``, traceconv's own ``metadata.traceconv.clock``) or when the times are
+  plausible Unix µs; otherwise relative.
+* pid/tid: numbers or strings, any size: the model gives out-of-range and string ids their own
+  int32 numbers and keeps the raw one (a string pid/tid names its process/thread, as in Perfetto).
+  A missing tid is the pid (Perfetto's rule); a missing pid is 0.
+* ``X`` → a slice on its thread.  ``B``/``E`` → matched per thread after a stable sort by time: an
+  ``E`` closes the innermost open slice with the same name and category (an ``E`` without name
+  closes the top one); slices left open above it end with it; a ``B`` never closed ends at the
+  end of the trace; an ``E`` that closes nothing is dropped.  ``E`` args are merged into the slice.
+* ``i``/``I``/``R`` → instants: ``s:"g"`` on the global track, ``s:"p"`` on the process track,
+  otherwise on the thread.  ``n`` with an id → an instant on that async track; without an id (MXNet)
+  → an instant with its ``s`` scope.
+* ``C`` → one counter track per series, under the process: named ``<name>`` when the series key is
+  ``value`` or the event name itself, else ``<name> <key>``; with ``id``: ``<name> id: <id> ...``.
+* ``b``/``e`` (nestable async, ``id`` or ``id2``) and legacy ``S``/``F`` → slices on an async track
+  per (process or global, category, id), named after its first slice; ``T``/``p`` steps and ``n``
+  → instants on that track.
+* ``M`` → process/thread names, sort indexes and ``process_labels`` (applied to processes and
+  threads that have events); other metadata events are counted.
+* Flows v1 (``s``/``t``/``f``, identity = category + name + id, string ids read as hex like
+  Perfetto): ``s`` and ``t`` bind to the innermost slice open on their thread at their time, ``f``
+  with ``bp:"e"`` too, otherwise to the next slice that begins on the thread; a ``t`` makes two
+  links.  Flows v2: ``bind_id`` with ``flow_out``/``flow_in`` on ``X``/``B`` events.  Endpoints
+  that bind to no slice are counted.
+* Every other phase is counted as unknown, never fatal.
+
+A dialect (Kineto, Composer, MXNet, MegEngine) is a subclass that overrides a few hooks: the time
+base, how ids and names are read, extra tracks.  See :class:`ChromeReader`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import decimal
+import gc
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import msgspec
+import orjson
+from msgspec import Raw
+
+from ..errors import TraceconvError, WarningCode
+from ..io import Source
+from ..model import Clock, Thread, Trace, TrackKind
+
+WHAT = "Chrome Trace Event JSON file"
+
+# Plausible Unix times in µs: 1973-03-03 .. 2100-01-01.
+UNIX_US_MIN = 100_000_000_000_000
+UNIX_US_MAX = 4_102_444_800_000_000
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event, as much of it as any reader needs.  ``ts``/``dur``/``args`` stay raw text."""
+
+    ph: str = ""
+    name: str | None = None
+    cat: str | None = None
+    ts: Raw = Raw()
+    dur: Raw = Raw()
+    pid: int | float | str | None = None
+    tid: int | float | str | None = None
+    id: int | float | str | None = None
+    id2: Raw = Raw()
+    s: str | None = None
+    bp: str | None = None
+    args: Raw = Raw()
+    bind_id: int | float | str | None = None
+    flow_in: bool = False
+    flow_out: bool = False
+
+
+_TOP = msgspec.json.Decoder(dict[str, Raw])
+_EVENTS = msgspec.json.Decoder(list[Event])
+
+
+# ---------------------------------------------------------------- decoding the container
+
+@dataclass
+class Document:
+    header: dict[str, Any]          # every top-level key but traceEvents (empty for a bare array)
+    events: list[Event]
+    is_array: bool
+    problems: list[tuple[WarningCode, str, int]] = field(default_factory=list)
+
+
+def _header_value(raw: Raw) -> Any:
+    b = bytes(raw)
+    try:
+        return orjson.loads(b)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(b)
+        except ValueError:
+            return None
+
+
+def decode(data: bytes, what: str = WHAT) -> Document:
+    """Decode a Chrome Trace Event JSON document; fall back to a repairing decoder if needed."""
+    start = data.lstrip()[:1]
+    if start not in (b"{", b"["):
+        raise TraceconvError(f"not a {what}: expected a JSON object or array at the start")
+    try:
+        if start == b"[":
+            return Document({}, _EVENTS.decode(data), True)
+        top = _TOP.decode(data)
+        raw_events = top.pop("traceEvents", None)
+        header = {k: _header_value(v) for k, v in top.items()}
+        if raw_events is None:
+            raise TraceconvError(f"not a {what}: the top-level object has no 'traceEvents' array")
+        events = _EVENTS.decode(raw_events)
+        return Document(header, events, False)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _decode_tolerant(data, what)
+
+
+_BAD_ESCAPE = re.compile(r'\\(?!["\\/bfnrtu])')
+_NEXT_EVENT = re.compile(r"\}\s*,\s*\{")
+_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
+
+
+def _decode_tolerant(data: bytes, what: str) -> Document:
+    """Event-by-event decoding with Python's json: repairs what msgspec rejects.
+
+    Handles trailing commas, a file cut short (keeps every complete event), backslashes that are
+    not JSON escapes (MXNet writes names unescaped), numbers of any size and events of odd types;
+    an event that still cannot be read is skipped and counted.
+    """
+    problems: list[tuple[WarningCode, str, int]] = []
+    text = data.decode("utf-8", errors="replace")
+    if _BAD_ESCAPE.search(text):
+        n = len(_BAD_ESCAPE.findall(text))
+        text = _BAD_ESCAPE.sub(r"\\\\", text)
+        problems.append((WarningCode.NOTE, "backslashes that were not valid JSON escapes (names written "
+                         "unescaped by the producer) were read as literal backslashes", n))
+    dec = json.JSONDecoder(parse_float=decimal.Decimal, strict=False)
+    i = len(text) - len(text.lstrip())
+    header: dict[str, Any] = {}
+    is_array = text[i] == "["
+    if is_array:
+        pos = i + 1
+    else:
+        m = _EVENTS_KEY.search(text)
+        if m is None:
+            raise TraceconvError(f"not a {what}: no 'traceEvents' array found (the JSON is invalid)")
+        pos = m.end()
+        head_text = text[i:m.start()].rstrip().rstrip(",") + "}"
+        try:
+            header = dict(json.loads(head_text))
+        except ValueError:
+            header = {}
+    dicts: list[Any] = []
+    skipped = 0
+    closed = False
+    n_text = len(text)
+    ws = " \t\r\n"
+    while True:
+        while pos < n_text and (text[pos] in ws or text[pos] == ","):
+            pos += 1
+        if pos >= n_text:
+            break
+        if text[pos] == "]":
+            closed = True
+            pos += 1
+            break
+        try:
+            obj, end = dec.raw_decode(text, pos)
+        except ValueError:
+            m = _NEXT_EVENT.search(text, pos)
+            if m is None:
+                break          # the rest is an incomplete last event
+            skipped += 1
+            pos = m.end() - 1
+            continue
+        dicts.append(obj)
+        pos = end
+    if not is_array and closed:
+        # the keys after the array (MXNet's displayTimeUnit, MegEngine's metadata)
+        rest = text[pos:].strip()
+        if rest.startswith(","):
+            try:
+                header.update(json.loads("{" + rest[1:].rstrip().rstrip("}").rstrip().rstrip(",") + "}",
+                                         parse_float=float))
+            except ValueError:
+                pass
+    if not closed:
+        tail = n_text - pos
+        problems.append((WarningCode.TRUNCATED_INPUT,
+                         f"the file ends inside its event array (no closing ']'): kept the {len(dicts)} "
+                         f"complete events before the cut, ignored the last {tail} bytes", 1))
+    if skipped:
+        problems.append((WarningCode.DROPPED_EVENT, "events that are not valid JSON (e.g. a name with an "
+                         "unescaped quote) were skipped", skipped))
+    events, bad = events_from_dicts(dicts)
+    if bad:
+        problems.append((WarningCode.DROPPED_EVENT, "array entries that are not event objects were skipped", bad))
+    problems.append((WarningCode.NOTE, "the JSON needed the repairing reader (slower): "
+                     "trailing commas, a cut, odd escapes or values", 1))
+    return Document(header, events, is_array, problems)
+
+
+def _jsonable(v: Any, fixed: list[int]) -> Any:
+    if isinstance(v, decimal.Decimal):
+        f = float(v)
+        return int(v) if v == v.to_integral_value() and abs(v) < 2**63 else f
+    if isinstance(v, int) and not isinstance(v, bool) and not (-(2**63) <= v < 2**64):
+        fixed[0] += 1
+        return str(v)
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x, fixed) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_jsonable(x, fixed) for x in v]
+    return v
+
+
+def _raw_num(v: Any) -> Raw:
+    if v is None or isinstance(v, bool):
+        return Raw()
+    if isinstance(v, (int, decimal.Decimal)):
+        return Raw(str(v).encode())
+    if isinstance(v, float):
+        return Raw(repr(v).encode())
+    if isinstance(v, str):
+        return Raw(orjson.dumps(v))
+    return Raw()
+
+
+def _id(v: Any) -> Any:
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+        return v
+    return None if v is None else str(v)
+
+
+def events_from_dicts(dicts: list[Any]) -> tuple[list[Event], int]:
+    """Build Events from decoded dicts (the slow path); returns (events, entries that were not objects)."""
+    out: list[Event] = []
+    bad = 0
+    for d in dicts:
+        if not isinstance(d, dict):
+            bad += 1
+            continue
+        fixed = [0]
+        args = d.get("args")
+        raw_args = Raw()
+        if args is not None:
+            raw_args = Raw(json.dumps(_jsonable(args, fixed), ensure_ascii=False, separators=(",", ":")).encode())
+        id2 = d.get("id2")
+        name, cat, ph, s, bp = (d.get(k) for k in ("name", "cat", "ph", "s", "bp"))
+        out.append(Event(
+            ph=str(ph) if ph is not None else "",
+            name=str(name) if name is not None else None,
+            cat=str(cat) if cat is not None else None,
+            ts=_raw_num(d.get("ts")), dur=_raw_num(d.get("dur")),
+            pid=_id(d.get("pid")), tid=_id(d.get("tid")), id=_id(d.get("id")),
+            id2=Raw(json.dumps(_jsonable(id2, fixed)).encode()) if isinstance(id2, dict) else Raw(),
+            s=str(s) if s is not None else None, bp=str(bp) if bp is not None else None,
+            args=raw_args, bind_id=_id(d.get("bind_id")),
+            flow_in=bool(d.get("flow_in")), flow_out=bool(d.get("flow_out")),
+        ))
+    return out, bad
+
+
+# ---------------------------------------------------------------- numbers
+
+def us_to_ns(b: bytes) -> int | None:
+    """µs as JSON number text (or a quoted numeric string) → exact integer ns; None if not a number."""
+    i = b.find(b".")
+    if i < 0:
+        try:
+            return int(b) * 1000
+        except ValueError:
+            return _slow_ns(b) if b else None
+    n = len(b) - i - 1
+    if 0 < n <= 3:
+        try:
+            # "12.345" -> 12345 ns; the sign and a missing whole part come out right too
+            return int(b[:i] + b[i + 1:]) * (100, 10, 1)[n - 1]
+        except ValueError:
+            pass
+    return _slow_ns(b)
+
+
+def _slow_ns(b: bytes) -> int | None:
+    t = b.strip().strip(b'"').strip()
+    try:
+        d = decimal.Decimal(t.decode("ascii"))
+    except (decimal.InvalidOperation, UnicodeDecodeError):
+        return None
+    if not d.is_finite():
+        return None
+    return int((d * 1000).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
+
+
+def number(v: Any) -> float | None:
+    """A counter value: a number or a numeric string."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return None
+
+
+def compact_args(raw: Raw | bytes) -> tuple[bytes | None, bool]:
+    """Args text → compact JSON object bytes (None if empty); second item: whether it had to be changed."""
+    if not len(raw):
+        return None, False
+    try:
+        v = orjson.loads(raw if isinstance(raw, bytes) else memoryview(raw))
+    except orjson.JSONDecodeError:
+        fixed = [0]
+        try:
+            v = _jsonable(json.loads(bytes(raw), parse_float=decimal.Decimal), fixed)
+        except ValueError:
+            return orjson.dumps({"args": bytes(raw).decode("utf-8", "replace")}), True
+        b = json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode()
+        try:
+            orjson.loads(b)
+        except orjson.JSONDecodeError:
+            return orjson.dumps({"args": bytes(raw).decode("utf-8", "replace")}), True
+        if not isinstance(v, dict):
+            return orjson.dumps({"args": v}), True
+        return (b if v else None), bool(fixed[0])
+    if isinstance(v, dict):
+        return (orjson.dumps(v) if v else None), False
+    if v is None:
+        return None, False
+    return orjson.dumps({"args": v}), True
+
+
+def norm_id(v: Any) -> Any:
+    """pid/tid as the model keeps them: integral floats become ints, None stays None."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def flow_id(v: Any) -> Any:
+    """Flow/async ids: strings are hex as in Perfetto (``"0x402"`` or ``"402"``)."""
+    if isinstance(v, str):
+        try:
+            return int(v, 16)
+        except ValueError:
+            return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+# ---------------------------------------------------------------- the reader
+
+OWN_SYNTHETIC_TID = 2_000_000_000     # traceconv's Chrome JSON writer numbers invented threads from here
+
+
+@dataclass
+class _TrackRef:
+    """Stands in for a Thread when a (pid, tid) of traceconv's own output is really another track."""
+
+    track: int
+
+
+@dataclass
+class _Open:
+    ts: int
+    name: str | None
+    cat: str | None
+    args: Raw
+    seq: int
+    bind: tuple | None = None   # (bind_id, flow_in, flow_out)
+
+
+class ChromeReader:
+    """The generic reader.  Dialects override the class attributes and hooks below."""
+
+    format_name = "chrome-json"
+    what = WHAT
+    # the dialect's own words for the warnings about B/E pairs cut by the profiling window
+    unmatched_begin_note = ""
+    unmatched_end_note = ""
+    missing_tid = "pid"        # "pid" (Perfetto) or "zero" (MegEngine omits zero fields)
+    missing_ts_zero = False    # MegEngine omits ts == 0
+    missing_dur_zero = False   # MegEngine omits dur == 0 on X events
+
+    def __init__(self, source: Source | None = None, data: bytes | None = None) -> None:
+        self.source = source
+        self.data = data
+        self.trace = Trace(self.format_name)
+        self.base_ns = 0
+        self.used: Counter[str] = Counter()     # input events by what they became
+        self.dropped = 0                        # input events counted in a warning and not kept
+        self.n_events = 0
+        self.max_ts: int | None = None
+        self._threads: dict[tuple[Any, Any], Thread] = {}
+        self._proc_names: dict[Any, str] = {}
+        self._proc_sort: dict[Any, int] = {}
+        self._proc_labels: dict[Any, list[str]] = {}
+        self._thread_names: dict[tuple[Any, Any], str] = {}
+        self._thread_sort: dict[tuple[Any, Any], int] = {}
+        self._begins: list[tuple[int, int, int, Event, Any]] = []   # (ts, seq, kind, ev, stack key)
+        self._stack_track: dict[Any, int] = {}
+        self._binds: list[tuple[Any, int, bool, bool, int]] = []    # (bind_id, slice, in, out, ts)
+        self._v1: dict[tuple, list[tuple[int, int, str, int, bool]]] = defaultdict(list)
+        self._async_tracks: dict[tuple, int] = {}
+        self._counter_tracks: dict[tuple, int] = {}
+        self._global_track: int | None = None
+        self.warn = self.trace.diagnostics.warn
+        self._own = False
+
+    # ---- hooks for dialects -----------------------------------------------------------------
+
+    def on_header(self, header: dict[str, Any], doc: Document) -> None:
+        """Validate the top-level keys and put them into ``trace.meta``."""
+        meta = header.get("metadata")
+        if isinstance(meta, dict):
+            own = meta.get("traceconv")
+            for k, v in meta.items():
+                if k != "traceconv":
+                    self.trace.meta.extra[k] = v
+            if isinstance(own, dict):
+                if own.get("rank") is not None:
+                    self.trace.meta.rank = own.get("rank")
+                if own.get("world_size") is not None:
+                    self.trace.meta.world_size = own.get("world_size")
+                if own.get("synthesized"):
+                    self.trace.meta.synthesized = True
+        for k, v in header.items():
+            if k not in ("metadata", "displayTimeUnit", "baseTimeNanoseconds"):
+                self.trace.meta.extra[k] = v
+
+    def time_base(self, header: dict[str, Any], events: list[Event]) -> None:
+        """Set ``self.base_ns`` (added to every converted ts) and ``trace.meta.clock``."""
+        base = header.get("baseTimeNanoseconds")
+        own = header.get("metadata", {}).get("traceconv") if isinstance(header.get("metadata"), dict) else None
+        own_clock = own.get("clock") if isinstance(own, dict) else None
+        if isinstance(base, int) and not isinstance(base, bool) and base > 0:
+            self.base_ns = base
+            self.trace.meta.clock = Clock.UNIX
+        elif own_clock in (c.value for c in Clock):
+            self.trace.meta.clock = Clock(own_clock)
+        else:
+            self.trace.meta.clock = Clock.UNIX if looks_unix(events) else Clock.RELATIVE
+
+    def ts_converter(self) -> Callable[[bytes], int | None]:
+        base = self.base_ns
+        if not base:
+            return us_to_ns
+
+        def conv(b: bytes) -> int | None:
+            v = us_to_ns(b)
+            return None if v is None else v + base
+        return conv
+
+    def on_metadata(self, ev: Event, args: dict[str, Any]) -> bool:
+        """A metadata event the generic reader does not know; True if the dialect used it."""
+        return False
+
+    def on_instant(self, ev: Event, ts: int, pid: Any, tid: Any) -> None:
+        """Called for every instant event after it was added."""
+
+    def on_async(self, ev: Event) -> str:
+        """How to read a ``b``/``e``: "async" (default) or "thread" (nested per thread, MXNet)."""
+        return "async"
+
+    def finish(self) -> None:
+        """Last step: extra tracks, names."""
+
+    # ---- driver ---------------------------------------------------------------------------
+
+    def read(self) -> Trace:
+        data = self.data if self.data is not None else self.source.read_bytes()  # type: ignore[union-attr]
+        doc = decode(data, self.what)
+        del data
+        self.data = None
+        for code, msg, n in doc.problems:
+            self.warn(code, msg, n)
+            if code is WarningCode.DROPPED_EVENT:
+                self.dropped += n
+                self.n_events += n
+        if is_own_output(doc.header):
+            self._own = True
+            # traceconv's own Chrome JSON (written by the generic writer): read back generically,
+            # whatever dialect was asked for, so that times and tracks come back as they were
+            ChromeReader.on_header(self, doc.header, doc)
+            ChromeReader.time_base(self, doc.header, doc.events)
+            self.finish = lambda: None          # type: ignore[method-assign]
+        else:
+            self.on_header(doc.header, doc)
+            self.time_base(doc.header, doc.events)
+        # Millions of small objects and no cycles: the cyclic GC would only rescan them.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self.convert(doc.events)
+        finally:
+            if was_enabled:
+                gc.enable()
+        self.n_events += len(doc.events)
+        return self.trace
+
+    # ---- places ---------------------------------------------------------------------------
+
+    def thread(self, pid: Any, tid: Any) -> Thread:
+        key = (pid, tid)
+        th = self._threads.get(key)
+        if th is None:
+            p = self.trace.process(pid)
+            if self._own and isinstance(tid, int) and tid >= OWN_SYNTHETIC_TID:
+                # traceconv's writer turns lanes and async tracks into threads numbered from 2e9:
+                # they come back as tracks, not threads
+                th = _TrackRef(self.trace.new_track(TrackKind.ASYNC, "", p).id)   # type: ignore[assignment]
+            else:
+                th = self.trace.thread(p, tid)
+            self._threads[key] = th
+        return th
+
+    def global_track(self) -> int:
+        if self._global_track is None:
+            self._global_track = self.trace.track(TrackKind.ASYNC, "Global instants").id
+        return self._global_track
+
+    def drop(self, code: WarningCode, msg: str, n: int = 1) -> None:
+        self.warn(code, msg, n)
+        self.dropped += n
+
+    # ---- the event loop -------------------------------------------------------------------
+
+    def convert(self, events: list[Event]) -> None:
+        trace = self.trace
+        conv = self.ts_converter()
+        thread = self.thread
+        threads = self._threads
+        slices = trace.slices
+        slices.depth = None
+        s_ts, s_dur, s_track = slices.ts.append, slices.dur.append, slices.track.append
+        s_name, s_cat, s_args = slices.name.append, slices.cat.append, slices.args.append
+        intern = trace.strings.intern
+        used = self.used
+        missing_tid_zero = self.missing_tid == "zero"
+        ts_zero = self.missing_ts_zero
+        dur_zero = self.missing_dur_zero
+        max_ts = -(2**63)
+        changed_args = 0
+        begins = self._begins
+        for seq, ev in enumerate(events):
+            ph = ev.ph
+            raw_ts = ev.ts
+            if raw_ts:
+                ts = conv(bytes(raw_ts))
+                if ts is None:
+                    if ph != "M":
+                        self.drop(WarningCode.DROPPED_EVENT, "events whose 'ts' is not a number were dropped")
+                        continue
+                    ts = 0
+            elif ts_zero:
+                ts = conv(b"0")
+            elif ph == "M":
+                ts = 0
+            else:
+                self.drop(WarningCode.DROPPED_EVENT, "events without 'ts' were dropped (as Perfetto does)")
+                continue
+            pid = ev.pid
+            if pid is None:
+                pid = 0
+            elif type(pid) is float:
+                pid = norm_id(pid)
+            tid = ev.tid
+            if tid is None:
+                tid = 0 if missing_tid_zero else pid
+            elif type(tid) is float:
+                tid = norm_id(tid)
+
+            if ph == "X":
+                raw_dur = ev.dur
+                if raw_dur:
+                    dur = us_to_ns(bytes(raw_dur))
+                elif dur_zero:
+                    dur = 0
+                else:
+                    self.drop(WarningCode.DROPPED_EVENT, "X events without 'dur' were dropped (as Perfetto does)")
+                    continue
+                if dur is None or dur < 0:
+                    if dur is None:
+                        self.drop(WarningCode.DROPPED_EVENT, "X events whose 'dur' is not a number were dropped")
+                        continue
+                    self.warn(WarningCode.CLAMPED_VALUE, "X events with a negative 'dur' were given 0")
+                    dur = 0
+                args, ch = compact_args(ev.args)
+                changed_args += ch
+                th = threads.get((pid, tid))
+                if th is None:
+                    th = thread(pid, tid)
+                # trace.add_slice, inlined: this is the hot path
+                s_ts(ts)
+                s_dur(dur)
+                s_track(th.track)
+                s_name(intern(ev.name))
+                s_cat(intern(ev.cat))
+                s_args(args)
+                if ev.bind_id is not None:
+                    self._binds.append((flow_id(ev.bind_id), len(slices.ts) - 1, ev.flow_in, ev.flow_out, ts))
+                used["X"] += 1
+                end = ts + dur
+                if end > max_ts:
+                    max_ts = end
+                continue
+            if ts > max_ts:
+                max_ts = ts
+            if ph == "B" or ph == "E":
+                begins.append((ts, seq, 0 if ph == "B" else 1, ev, ("t", pid, tid)))
+            elif ph == "i" or ph == "I" or ph == "R" or (ph == "n" and ev.id is None and not ev.id2):
+                self._instant(ev, ts, pid, tid)
+            elif ph == "C":
+                self._counter(ev, ts, pid)
+            elif ph == "M":
+                self._metadata(ev, pid, tid)
+            elif ph == "s" or ph == "t" or ph == "f":
+                key = (ev.cat or "", ev.name or "", flow_id(ev.id))
+                if ev.id is None:
+                    self.drop(WarningCode.UNRESOLVED_FLOW, "flow events without an 'id' were dropped")
+                    continue
+                self._v1[key].append((ts, seq, ph, thread(pid, tid).track, ev.bp == "e"))
+            elif ph in ("b", "e", "n", "S", "F", "T", "p"):
+                self._async_event(ev, ts, pid, tid, seq)
+            elif ph == "(" or ph == ")":
+                self._frame_event(ev, ts, pid, tid, seq)
+            else:
+                shown = ph if ph else "(none)"
+                self.drop(WarningCode.UNKNOWN_PHASE, f"events of a phase traceconv does not know were dropped "
+                          f"(ph {shown!r})")
+        if changed_args:
+            self.warn(WarningCode.CLAMPED_VALUE, "args that were not a JSON object or held numbers too big "
+                      "for 64 bits were kept in a changed form (wrapped in 'args', or as strings)", changed_args)
+        self.max_ts = max_ts if max_ts > -(2**63) else None
+        self._match_begins()
+        self._resolve_v2()
+        self._resolve_v1()
+        self._apply_names()
+        self.finish()
+        self._name_remapped()
+
+    # ---- instants, counters, metadata ----------------------------------------------------
+
+    def _instant(self, ev: Event, ts: int, pid: Any, tid: Any) -> None:
+        scope = ev.s or "t"
+        if scope == "g":
+            track = self.global_track()
+        elif scope == "p":
+            track = self.trace.process_track(self.trace.process(pid)).id
+        else:
+            track = self.thread(pid, tid).track
+        args, ch = compact_args(ev.args)
+        if ch:
+            self.warn(WarningCode.CLAMPED_VALUE, "instant args that were not a JSON object were wrapped in 'args'")
+        self.trace.add_instant(track, ts, ev.name or "", ev.cat, args)
+        self.used["instant"] += 1
+        self.on_instant(ev, ts, pid, tid)
+
+    def counter_track(self, pid: Any, name: str, unit: str | None = None) -> int:
+        key = (pid, name)
+        t = self._counter_tracks.get(key)
+        if t is None:
+            p = self.trace.process(pid)
+            t = self.trace.track(TrackKind.COUNTER, name, p, unit=unit or self.counter_unit(name)).id
+            self._counter_tracks[key] = t
+        return t
+
+    def counter_unit(self, name: str) -> str | None:
+        return None
+
+    def _counter(self, ev: Event, ts: int, pid: Any) -> None:
+        try:
+            args = orjson.loads(memoryview(ev.args)) if len(ev.args) else None
+        except orjson.JSONDecodeError:
+            args = None
+        if not isinstance(args, dict) or not args:
+            self.drop(WarningCode.DROPPED_EVENT, "counter events without values in 'args' were dropped")
+            return
+        name = ev.name or ""
+        prefix = f"{name} id: {ev.id}" if ev.id is not None else name
+        kept = 0
+        for k, v in args.items():
+            x = number(v)
+            if x is None:
+                self.warn(WarningCode.DROPPED_EVENT, "counter values that are not numbers were dropped")
+                continue
+            tname = prefix if (k == "value" or k == name) else f"{prefix} {k}"
+            self.trace.add_counter(self.counter_track(pid, tname), ts, x)
+            kept += 1
+        if kept:
+            self.used["counter"] += 1
+        else:
+            self.dropped += 1
+
+    def _metadata(self, ev: Event, pid: Any, tid: Any) -> None:
+        try:
+            args = orjson.loads(memoryview(ev.args)) if len(ev.args) else {}
+        except orjson.JSONDecodeError:
+            args = {}
+        if not isinstance(args, dict):
+            args = {}
+        name = ev.name
+        if self.on_metadata(ev, args):
+            self.used["metadata"] += 1
+            return
+        if name == "process_name" and isinstance(args.get("name"), str):
+            self._proc_names[pid] = args["name"]
+        elif name == "thread_name" and isinstance(args.get("name"), str):
+            self._thread_names[(pid, tid)] = args["name"]
+        elif name == "process_sort_index" and isinstance(args.get("sort_index"), int):
+            self._proc_sort[pid] = args["sort_index"]
+        elif name == "thread_sort_index" and isinstance(args.get("sort_index"), int):
+            self._thread_sort[(pid, tid)] = args["sort_index"]
+        elif name == "process_labels" and isinstance(args.get("labels"), str):
+            labels = self._proc_labels.setdefault(pid, [])
+            for lab in args["labels"].split(","):
+                if lab and lab not in labels:
+                    labels.append(lab)
+        else:
+            self.drop(WarningCode.DROPPED_EVENT, f"metadata events that viewers ignore were dropped "
+                      f"({name or 'unnamed'})")
+            return
+        self.used["metadata"] += 1
+
+    def _apply_names(self) -> None:
+        trace = self.trace
+        procs = {p.raw_pid: p for p in trace.processes if p.raw_pid is not None}
+        unused = 0
+        for pid, name in self._proc_names.items():
+            p = procs.get(pid)
+            if p is None:
+                unused += 1
+                continue
+            p.name = name
+            trace.process_track(p).name = name
+        for pid, idx in self._proc_sort.items():
+            p = procs.get(pid)
+            if p is not None:
+                p.sort_index = idx
+            else:
+                unused += 1
+        for pid, labels in self._proc_labels.items():
+            p = procs.get(pid)
+            if p is not None:
+                for lab in labels:
+                    if lab not in p.labels:
+                        p.labels.append(lab)
+            else:
+                unused += 1
+        for key, name in self._thread_names.items():
+            th = self._threads.get(key)
+            if isinstance(th, _TrackRef):
+                trace.tracks[th.track].name = name
+            elif th is not None:
+                trace.set_thread_name(th, name)
+            else:
+                unused += 1
+        for key, idx in self._thread_sort.items():
+            th = self._threads.get(key)
+            if isinstance(th, _TrackRef):
+                trace.tracks[th.track].sort_index = idx
+            elif th is not None:
+                th.sort_index = idx
+            else:
+                unused += 1
+        if unused:
+            self.warn(WarningCode.NOTE, "names/sort indexes of processes or threads that have no events "
+                      "were not kept", unused)
+
+    def _name_remapped(self) -> None:
+        """Processes/threads whose id had to be renumbered keep the original in their name."""
+        for p in self.trace.processes:
+            if not p.name and isinstance(p.raw_pid, int) and p.pid != p.raw_pid:
+                p.name = f"pid {p.raw_pid}"
+                self.trace.process_track(p).name = p.name
+        for th in self.trace.threads:
+            if not th.name and isinstance(th.raw_tid, int) and th.tid != th.raw_tid:
+                self.trace.set_thread_name(th, f"tid {th.raw_tid}")
+
+    # ---- B/E, async, frames ---------------------------------------------------------------
+
+    def _async_event(self, ev: Event, ts: int, pid: Any, tid: Any, seq: int) -> None:
+        ph = ev.ph
+        if ph in ("b", "e") and self.on_async(ev) == "thread":
+            self._begins.append((ts, seq, 0 if ph == "b" else 1, ev, ("t", pid, tid)))
+            return
+        if ev.id is not None:
+            scope: Any = pid
+            ident = flow_id(ev.id)
+        elif len(ev.id2):
+            try:
+                id2 = orjson.loads(memoryview(ev.id2))
+            except orjson.JSONDecodeError:
+                id2 = {}
+            if isinstance(id2, dict) and "global" in id2:
+                scope, ident = None, ("global", flow_id(id2["global"]))
+            elif isinstance(id2, dict) and "local" in id2:
+                scope, ident = pid, ("local", flow_id(id2["local"]))
+            else:
+                scope = ident = None
+        else:
+            scope = ident = None
+        if ident is None:
+            self.drop(WarningCode.DROPPED_EVENT, f"async events without 'id' or 'id2' were dropped (ph {ph!r})")
+            return
+        key = ("a", scope, ev.cat or "", ident)
+        if ph in ("b", "S"):
+            if key not in self._stack_track:
+                p = self.trace.process(pid) if scope is not None else None
+                self._stack_track[key] = self.trace.new_track(TrackKind.ASYNC, ev.name or "async", p).id
+            self._begins.append((ts, seq, 0, ev, key))
+        elif ph in ("e", "F"):
+            self._begins.append((ts, seq, 1, ev, key))
+        else:   # n, T, p: instants on the async track
+            if key not in self._stack_track:
+                p = self.trace.process(pid) if scope is not None else None
+                self._stack_track[key] = self.trace.new_track(TrackKind.ASYNC, ev.name or "async", p).id
+            args, _ = compact_args(ev.args)
+            self.trace.add_instant(self._stack_track[key], ts, ev.name or "", ev.cat, args)
+            self.used["instant"] += 1
+
+    def frame_track(self, ev: Event, pid: Any, tid: Any) -> int:
+        """Where ``(``/``)`` frames go: a track of their own under the process."""
+        p = self.trace.process(pid)
+        return self.trace.track(TrackKind.ASYNC, "frames", p).id
+
+    def _frame_event(self, ev: Event, ts: int, pid: Any, tid: Any, seq: int) -> None:
+        track = self.frame_track(ev, pid, tid)
+        key = ("f", track)
+        self._stack_track[key] = track
+        self._begins.append((ts, seq, 0 if ev.ph == "(" else 1, ev, key))
+
+    def _stack_target(self, key: Any) -> int:
+        if key[0] == "t":
+            return self.thread(key[1], key[2]).track
+        return self._stack_track[key]
+
+    def _match_begins(self) -> None:
+        begins = self._begins
+        if not begins:
+            return
+        begins.sort(key=lambda b: (b[0], b[1]))
+        stacks: dict[Any, list[_Open]] = defaultdict(list)
+        trace = self.trace
+        unmatched_end = 0
+        cut_short = 0
+        end_note = self.unmatched_end_note
+        for ts, seq, kind, ev, key in begins:
+            stack = stacks[key]
+            if kind == 0:
+                bind = (flow_id(ev.bind_id), ev.flow_in, ev.flow_out) if ev.bind_id is not None else None
+                stack.append(_Open(ts, ev.name, ev.cat, ev.args, seq, bind))
+                continue
+            # an end: the innermost open slice with the same name and category
+            name, cat = ev.name, ev.cat
+            k = len(stack) - 1
+            if name or cat:
+                while k >= 0 and not ((not name or stack[k].name == name) and (not cat or stack[k].cat == cat)):
+                    k -= 1
+            if k < 0:
+                unmatched_end += 1
+                continue
+            target = self._stack_target(key)
+            while len(stack) > k + 1:
+                self._close(stack.pop(), ts, None, target)
+                cut_short += 1
+            self._close(stack.pop(), ts, ev, target)
+        if unmatched_end:
+            self.drop(WarningCode.UNMATCHED_END, "end events (E) with no open begin on their thread were "
+                      "dropped" + end_note, unmatched_end)
+        if cut_short:
+            self.warn(WarningCode.UNMATCHED_BEGIN, "begins still open when an enclosing slice ended were ended "
+                      "with it (as Perfetto does)", cut_short)
+        left = 0
+        end = self.max_ts if self.max_ts is not None else 0
+        for key, stack in stacks.items():
+            if not stack:
+                continue
+            target = self._stack_target(key)
+            for o in stack:
+                self._close(o, max(end, o.ts), None, target)
+                left += 1
+        if left:
+            self.warn(WarningCode.UNMATCHED_BEGIN, "begin events (B) never ended were ended at the end of the "
+                      "trace" + self.unmatched_begin_note, left)
+        self._begins = []
+
+    def _close(self, o: _Open, end_ts: int, end_ev: Event | None, track: int) -> None:
+        args = o.args
+        if end_ev is not None and len(end_ev.args):
+            if len(args):
+                try:
+                    a = orjson.loads(memoryview(args))
+                    b = orjson.loads(memoryview(end_ev.args))
+                    if isinstance(a, dict) and isinstance(b, dict):
+                        merged = {**a, **b}
+                        args = Raw(orjson.dumps(merged))
+                except orjson.JSONDecodeError:
+                    pass
+            else:
+                args = end_ev.args
+        a, ch = compact_args(args)
+        if ch:
+            self.warn(WarningCode.CLAMPED_VALUE, "slice args that were not a JSON object were wrapped in 'args'")
+        i = self.trace.add_slice(track, o.ts, end_ts - o.ts, o.name or "", o.cat, a)
+        if o.bind is not None:
+            self._binds.append((o.bind[0], i, o.bind[1], o.bind[2], o.ts))
+        self.used["slice from begin/end"] += 1 + (end_ev is not None)
+
+    # ---- flows ----------------------------------------------------------------------------
+
+    def _resolve_v2(self) -> None:
+        if not self._binds:
+            return
+        by_id: dict[Any, list[tuple[int, int, bool, bool]]] = defaultdict(list)
+        for bid, i, fin, fout, ts in self._binds:
+            by_id[bid].append((ts, i, fin, fout))
+        unresolved = 0
+        for items in by_id.values():
+            # Perfetto's v2 rule: flow_in ends the flow at this slice without closing it (several
+            # slices may take one flow out: a fan-out); flow_out starts a new hop from this slice.
+            items.sort()
+            pending: int | None = None
+            linked = False
+            for _, i, fin, fout in items:
+                if fin:
+                    if pending is not None:
+                        self.trace.add_flow(pending, i, None)
+                        linked = True
+                    else:
+                        unresolved += 1
+                if fout:
+                    if pending is not None and not linked:
+                        unresolved += 1
+                    pending, linked = i, False
+            if pending is not None and not linked:
+                unresolved += 1
+        if unresolved:
+            self.warn(WarningCode.UNRESOLVED_FLOW, "slices with a v2 flow (bind_id) that has no other end in "
+                      "the trace: the slices were kept, not the flow", unresolved)
+        self._binds = []
+
+    def _resolve_v1(self) -> None:
+        if not self._v1:
+            return
+        queries: dict[int, list[tuple[int, int, bool]]] = defaultdict(list)   # track -> (ts, qid, enclosing)
+        flows: list[list[tuple[int, int, str, int, bool]]] = []
+        qid = 0
+        skewed = 0
+        for items in self._v1.values():
+            items.sort(key=lambda x: (x[0], x[1]))
+            if len(items) == 2 and items[0][2] == "f" and items[1][2] == "s":
+                # one start and one end, the end earlier: host and device clocks disagree
+                # (MegEngine's interpolated device times, Kineto before its fix); keep the link
+                items.reverse()
+                skewed += 1
+            for ts, _seq, ph, track, bp_e in items:
+                queries[track].append((ts, qid, ph != "f" or bp_e))
+                qid += 1
+            flows.append(items)
+        bound = self._bind_flow_points(queries, qid)
+        if skewed:
+            self.warn(WarningCode.NOTE, "flows whose end is earlier than their start (host and device clocks "
+                      "disagree) were kept as drawn by the producer", skewed)
+        qid = 0
+        unresolved = 0
+        dropped_events = 0
+        for key, items in zip(self._v1.keys(), flows):
+            name = key[0] or key[1] or None
+            pending: int | None = None
+            pending_new = 0      # 1 while the pending source's own event is not counted yet
+            for _ts, _seq, ph, _track, _bp in items:
+                sl = bound[qid]
+                qid += 1
+                if sl is None:
+                    unresolved += 1
+                    dropped_events += 1
+                    if ph == "f":
+                        dropped_events += pending_new
+                        pending, pending_new = None, 0
+                    continue
+                if ph == "s":
+                    if pending is not None and pending_new:
+                        dropped_events += 1
+                        unresolved += 1
+                    pending, pending_new = sl, 1
+                    continue
+                if pending is None:
+                    if ph == "t":           # a step with nothing before it still starts the next hop
+                        pending, pending_new = sl, 1
+                        continue
+                    unresolved += 1
+                    dropped_events += 1
+                    continue
+                self.trace.add_flow(pending, sl, name)
+                self.used["flow event"] += pending_new + 1
+                if ph == "t":
+                    pending, pending_new = sl, 0
+                else:
+                    pending, pending_new = None, 0
+            if pending is not None and pending_new:
+                # an s (or t) never followed by anything: its event is not in the model
+                dropped_events += 1
+                unresolved += 1
+        if unresolved:
+            self.warn(WarningCode.UNRESOLVED_FLOW, "flow events (s/t/f) that bind to no slice or have no other "
+                      "end in the trace were not kept", dropped_events)
+            self.dropped += dropped_events
+        self._v1 = defaultdict(list)
+
+    def _bind_flow_points(self, queries: dict[int, list[tuple[int, int, bool]]], n: int) -> list[int | None]:
+        """For each flow point, the slice it binds to (innermost enclosing, or next beginning)."""
+        out: list[int | None] = [None] * n
+        s = self.trace.slices
+        by_track: dict[int, list[int]] = defaultdict(list)
+        tracks = set(queries)
+        for i, t in enumerate(s.track):
+            if t in tracks:
+                by_track[t].append(i)
+        ts_col, dur_col = s.ts, s.dur
+        for track, qs in queries.items():
+            idx = by_track.get(track, [])
+            idx.sort(key=lambda i: (ts_col[i], -dur_col[i], i))
+            starts = [ts_col[i] for i in idx]
+            qs.sort()
+            stack: list[int] = []
+            p = 0
+            n_idx = len(idx)
+            for ts, q, enclosing in qs:
+                if not enclosing:
+                    k = bisect.bisect_left(starts, ts)
+                    out[q] = idx[k] if k < n_idx else None
+                    continue
+                while p < n_idx and starts[p] <= ts:
+                    i = idx[p]
+                    while stack and not _contains(stack[-1], ts_col[i], ts_col, dur_col):
+                        stack.pop()
+                    stack.append(i)
+                    p += 1
+                while stack and not _open_at(stack[-1], ts, ts_col, dur_col):
+                    stack.pop()
+                out[q] = stack[-1] if stack else None
+        return out
+
+
+def _open_at(i: int, ts: int, ts_col: Any, dur_col: Any) -> bool:
+    start = ts_col[i]
+    return start <= ts <= start + dur_col[i]
+
+
+def _contains(i: int, t: int, ts_col: Any, dur_col: Any) -> bool:
+    start = ts_col[i]
+    end = start + dur_col[i]
+    return start <= t < end or (start == t == end)
+
+
+def looks_unix(events: list[Event], sample: int = 2000) -> bool:
+    """Whether the timestamps look like absolute Unix µs (checks the first events that have one)."""
+    seen = 0
+    for ev in events:
+        if ev.ph == "M" or not ev.ts:
+            continue
+        v = us_to_ns(bytes(ev.ts))
+        if v is None:
+            continue
+        if not (UNIX_US_MIN * 1000 <= v <= UNIX_US_MAX * 1000):
+            return False
+        seen += 1
+        if seen >= sample:
+            break
+    return seen > 0
+
+
+def is_own_output(header: dict[str, Any]) -> bool:
+    """Whether a decoded header is traceconv's own Chrome JSON output (``metadata.traceconv``)."""
+    meta = header.get("metadata")
+    return isinstance(meta, dict) and isinstance(meta.get("traceconv"), dict) \
+        and "clock" in meta["traceconv"]
+
+
+_OWN_HEAD = re.compile(rb'\{"traceEvents":\[\n(\{"ph":"[MXiC]","|\n?\])')
+
+
+def looks_like_own_output(head: bytes) -> bool:
+    """traceconv's writer starts every file with ``{"traceEvents":[`` and a compact ``{"ph":`` event;
+    dialect sniffers leave such files to the generic reader."""
+    return _OWN_HEAD.match(head) is not None
+
+
+# ---------------------------------------------------------------- the generic format
+
+_PH = re.compile(rb'"ph"\s*:\s*"')
+
+
+def sniff(head: bytes) -> bool:
+    """Any Trace Event JSON: an object with ``traceEvents``, or an array of objects with ``ph``."""
+    h = head.lstrip()
+    if h[:1] == b"{":
+        return re.search(rb'"traceEvents"\s*:\s*\[', h) is not None
+    if h[:1] == b"[":
+        return re.match(rb"\[\s*(\{|\]|$)", h) is not None and (_PH.search(h) is not None or len(h) < 8)
+    return False
+
+
+def read(source: Source) -> Trace:
+    return ChromeReader(source).read()

@@ -1,0 +1,182 @@
+"""MosaicML Composer profiler traces → timeline: deltas on the generic Chrome reader and on Kineto.
+
+Two kinds of file:
+
+* **Composer's own JSON trace** (``ep{E}-ba{B}-rank{R}.json``, ``merged_trace.json``): a bare array.
+  ``B``/``E`` markers (``event/<name>``, ``callback/<Class>/event/<event>``) on the training-loop
+  thread, ``C`` system counters, ``i`` instants, and ``M`` metadata: ``global_rank`` → the trace's
+  rank, ``clock_sync_timestamp_us`` / ``clock_sync_error_bound`` → trace metadata (per rank); pid =
+  global rank, named "Rank N training loop process".  The profiling window opens and closes
+  mid-iteration, so begins without ends and ends without begins at its edges are expected: they are
+  counted (begins are ended at the end of the trace) with a warning that says so.
+  The file also holds the torch-profiler events Composer re-emits (pid overwritten to the rank) with
+  their **relative** Kineto ``ts`` next to Composer's absolute Unix µs (formats.md §5).  Those are
+  shifted by the Kineto ``baseTimeNanoseconds``, read from the companion torch trace
+  (``*/rank{R}.{B}.pt.trace.json[.gz]`` beside the trace folder) when it is there, else rebuilt by
+  Kineto's own rule (Unix time floored to a 7 889 238 s bucket) from Composer's first timestamp; a
+  note says which.  Torch's ``process_name``/``process_sort_index`` (meant for the host pid) do not
+  replace Composer's: the torch process name becomes a label.
+* **Composer's torch traces** (``rank{R}.{B}.pt.trace.json``): Kineto traces with a top-level
+  ``global_rank`` key: read as Kineto, rank from ``global_rank``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import WarningCode
+from ..io import Source, open_source
+from ..model import Clock, Trace
+from ..schema import validate
+from ..schema.timeline import ComposerMeta
+from .chrome import ChromeReader, looks_like_own_output, Document, Event, us_to_ns
+from .kineto import KinetoReader, read_header
+
+WHAT = "Composer profiler trace"
+KINETO_BUCKET_NS = 7_889_238 * 1_000_000_000     # kineto's ChromeTraceBaseTime granularity
+RELATIVE_BELOW_NS = 100_000_000_000_000 * 1000   # ts below 1e14 µs (1973): not Unix time
+
+_ARRAY_META = re.compile(rb'"name"\s*:\s*"(global_rank|clock_sync_timestamp_us)"[^{}]*"ph"\s*:\s*"M"')
+_MARKER = re.compile(rb'"name"\s*:\s*"(callback|algorithm)/[^"]*/event/[^"]*"\s*,\s*"cat"\s*:\s*"[^"]*"\s*,'
+                     rb'\s*"ph"\s*:\s*"[BE]"')
+_EVENT_MARKER = re.compile(rb'"name"\s*:\s*"event/[a-z_]+"\s*,\s*"cat"\s*:\s*""\s*,\s*"ph"\s*:\s*"[BE]"')
+_TOP_GLOBAL_RANK = re.compile(rb'"global_rank"\s*:\s*\d+')
+_FILE_NAME = re.compile(r"ep(\d+)-ba(\d+)-rank(\d+)\.json")
+
+
+def sniff(head: bytes) -> bool:
+    h = head.lstrip()
+    if looks_like_own_output(h):
+        return False
+    if h[:1] == b"[":
+        return bool(_ARRAY_META.search(h) or _MARKER.search(h) or _EVENT_MARKER.search(h))
+    if h[:1] == b"{":
+        events_at = h.find(b'"traceEvents"')
+        top = h if events_at < 0 else h[:events_at]
+        return _TOP_GLOBAL_RANK.search(top) is not None
+    return False
+
+
+class ComposerTorchReader(KinetoReader):
+    """A Kineto trace written by Composer's TorchProfiler (top-level ``global_rank``)."""
+
+    format_name = "composer"
+    what = "Composer torch-profiler trace"
+
+    def on_header(self, header: dict[str, Any], doc: Document) -> None:
+        super().on_header(header, doc)
+        gr = header.get("global_rank")
+        if isinstance(gr, int):
+            self.trace.meta.rank = gr
+
+
+class ComposerReader(ChromeReader):
+    """Composer's own per-rank (or merged) JSON array."""
+
+    format_name = "composer"
+    what = WHAT
+    unmatched_begin_note = (" (expected in Composer traces: markers still open when the profiling window "
+                            "closed)")
+    unmatched_end_note = (" (expected in Composer traces: markers opened before the profiling window "
+                          "started)")
+
+    def __init__(self, source: Source | None = None, data: bytes | None = None) -> None:
+        super().__init__(source, data)
+        self.torch_base_ns = 0
+        self._ranks: dict[int, dict[str, int]] = {}
+        self._composer_named: set[Any] = set()
+
+    def time_base(self, header: dict[str, Any], events: list[Event]) -> None:
+        self.trace.meta.clock = Clock.UNIX
+        first_abs = None
+        has_relative = False
+        for ev in events:
+            if ev.ph == "M" or not ev.ts:
+                continue
+            v = us_to_ns(bytes(ev.ts))
+            if v is None:
+                continue
+            if v < RELATIVE_BELOW_NS:
+                has_relative = True
+            elif first_abs is None or v < first_abs:
+                first_abs = v
+        if not has_relative:
+            return
+        companion = self._companion_base(events)
+        if companion is not None:
+            self.torch_base_ns = companion[0]
+            self.warn(WarningCode.NOTE, "torch-profiler events with relative times were placed on Unix time "
+                      f"with the baseTimeNanoseconds of {companion[1]}")
+        elif first_abs is not None:
+            self.torch_base_ns = first_abs - first_abs % KINETO_BUCKET_NS
+            self.warn(WarningCode.NOTE, "torch-profiler events with relative times were placed on Unix time "
+                      "with kineto's base-time rule (no companion .pt.trace.json found)")
+        else:
+            self.trace.meta.clock = Clock.RELATIVE
+        self.trace.meta.extra["composer.torch_base_time_ns"] = self.torch_base_ns
+
+    def _companion_base(self, events: list[Event]) -> tuple[int, str] | None:
+        if self.source is None:
+            return None
+        path = Path(self.source.path)
+        m = _FILE_NAME.search(path.name)
+        if not m:
+            return None
+        batch, rank = m.group(2), m.group(3)
+        try:
+            cands = sorted(path.parent.parent.glob(f"*/rank{rank}.{batch}.pt.trace.json*"))
+        except OSError:
+            return None
+        for c in cands:
+            try:
+                base = read_header(open_source(c).head)
+            except Exception:   # any unreadable companion: fall back to the rule
+                continue
+            if base:
+                return base, c.name
+        return None
+
+    def ts_converter(self) -> Callable[[bytes], int | None]:
+        tb = self.torch_base_ns
+
+        def conv(b: bytes) -> int | None:
+            v = us_to_ns(b)
+            if v is not None and v < RELATIVE_BELOW_NS:
+                v += tb
+            return v
+        return conv
+
+    def on_metadata(self, ev: Event, args: dict[str, Any]) -> bool:
+        name = ev.name
+        pid = ev.pid
+        torch_event = ev.cat is None    # Composer writes "cat": "" on its own events
+        if name in ("global_rank", "clock_sync_timestamp_us", "clock_sync_error_bound"):
+            value = validate(ComposerMeta, args, f"{self.what} ('{name}' metadata event)").value
+            self._ranks.setdefault(pid if isinstance(pid, int) else -1, {})[name] = value
+            return True
+        if name == "process_name" and isinstance(args.get("name"), str):
+            if torch_event and pid in self._composer_named:
+                self._proc_labels.setdefault(pid, []).append(args["name"])
+                return True
+            if not torch_event:
+                self._composer_named.add(pid)
+            return False
+        if name == "process_sort_index" and torch_event and pid in self._composer_named:
+            return True      # torch's sort index was meant for the host pid, not the rank
+        return False
+
+    def finish(self) -> None:
+        ranks = sorted(r for r in self._ranks if r >= 0)
+        meta = self.trace.meta
+        if len(ranks) == 1:
+            meta.rank = self._ranks[ranks[0]].get("global_rank", ranks[0])
+        meta.extra["composer.ranks"] = {str(r): self._ranks[r] for r in ranks}
+
+
+def read(source: Source) -> Trace:
+    h = source.head.lstrip()
+    if h[:1] == b"{":
+        return ComposerTorchReader(source).read()
+    return ComposerReader(source).read()

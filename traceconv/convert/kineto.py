@@ -1,0 +1,164 @@
+"""PyTorch profiler / Kineto trace (``*.pt.trace.json[.gz]``) → timeline: a small delta on the
+generic Chrome reader (:mod:`traceconv.convert.chrome`).
+
+What it maps where:
+
+* Time: ``baseTimeNanoseconds`` + relative ``ts`` (kineto ≥ 2023, 3 decimals = ns) and the older
+  absolute integer µs both become absolute Unix ns (``Clock.UNIX``), exactly.
+* Processes: the host pid (``process_labels`` "CPU"); each GPU device (pid = device index, tid =
+  stream, thread ``"stream 7 "``) is its own process named ``GPU n`` after its ``process_labels``,
+  with the host process name kept as a second label, and sorted after the host processes.  The
+  string pids ``"Spans"`` (the profiling window, tid = span name), ``"Traces"`` and ``""``
+  (``Iteration Start`` / ``Record Window End``, global instants) are kept as Perfetto shows them.
+* Flows: ``ac2g`` (CPU launch → GPU kernel), ``fwdbwd`` (forward op → backward op) and the legacy
+  ``async_cpu_to_gpu`` are v1 flows between the slices they bind to; flow ends whose start is not
+  in the window (kineto writes many) are counted.
+* ``[memory]`` instants stay instants (with their args) and are also rebuilt into counter tracks per
+  device: ``<device> memory allocated`` / ``<device> memory reserved`` (bytes, from ``Total
+  Allocated`` / ``Total Reserved``), on the host process for CPU memory and on ``GPU n`` for device n.
+* ``distributedInfo`` (rank, world size, backend, process groups), ``deviceProperties`` and the other
+  top-level keys (``trace_id``, ``host_name``, ``record_shapes``, ...) go to the trace metadata;
+  rank/world size to ``trace.meta.rank``/``world_size``.  The header is validated with
+  :class:`traceconv.schema.timeline.KinetoHeader` (``schemaVersion`` is optional: HTA-trimmed files
+  lack it).
+* The old bare-array writer of ``torch.autograd.profiler`` (pids ``"CPU functions"`` /
+  ``"CUDA functions"``) reads through the same path.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from ..io import Source
+from ..model import Clock, Trace
+from ..schema import validate
+from ..schema.timeline import KinetoHeader
+from .chrome import ChromeReader, looks_like_own_output, Document, Event, looks_unix
+
+WHAT = "PyTorch profiler (Kineto) trace"
+_GPU_LABEL = re.compile(r"^GPU (\d+)$")
+_DEVICE_TYPES = {0: "CPU", 1: "GPU"}     # c10::DeviceType: CUDA (and ROCm/HIP) is 1
+
+_KINETO_KEYS = re.compile(rb'"(schemaVersion|deviceProperties|distributedInfo|baseTimeNanoseconds)"\s*:')
+_KINETO_CATS = re.compile(rb'"cat"\s*:\s*"(cpu_op|cuda_runtime|cuda_driver|kernel|gpu_memcpy|gpu_memset|'
+                          rb'python_function|user_annotation|gpu_user_annotation|ac2g|fwdbwd|cpu_instant_event)"')
+_OLD_TORCH = re.compile(rb'"pid"\s*:\s*"(CPU|CUDA) functions"')
+
+
+def sniff(head: bytes) -> bool:
+    h = head.lstrip()
+    if looks_like_own_output(h):
+        return False
+    if h[:1] == b"{":
+        events_at = h.find(b'"traceEvents"')
+        top = h if events_at < 0 else h[:events_at]
+        if _KINETO_KEYS.search(top):
+            return True
+        return events_at >= 0 and _KINETO_CATS.search(h) is not None
+    if h[:1] == b"[":
+        return _OLD_TORCH.search(h) is not None
+    return False
+
+
+class KinetoReader(ChromeReader):
+    format_name = "kineto"
+    what = WHAT
+
+    def __init__(self, source: Source | None = None, data: bytes | None = None) -> None:
+        super().__init__(source, data)
+        self._memory: list[tuple[int, Any, bytes]] = []
+
+    def on_header(self, header: dict[str, Any], doc: Document) -> None:
+        if doc.is_array:
+            return super().on_header(header, doc)
+        h = validate(KinetoHeader, header, self.what)
+        meta = self.trace.meta
+        if h.distributedInfo is not None:
+            meta.rank = h.distributedInfo.rank
+            meta.world_size = h.distributedInfo.world_size
+        for k, v in header.items():
+            if k not in ("displayTimeUnit", "baseTimeNanoseconds", "traceName"):
+                meta.extra[k] = v
+        if h.traceName is not None:
+            meta.extra["traceName"] = h.traceName
+
+    def time_base(self, header: dict[str, Any], events: list[Event]) -> None:
+        base = header.get("baseTimeNanoseconds")
+        if isinstance(base, int) and base > 0:
+            self.base_ns = base
+            self.trace.meta.clock = Clock.UNIX
+        else:
+            # before ~2023: absolute integer µs; the old autograd writer: µs from profiler start
+            self.trace.meta.clock = Clock.UNIX if looks_unix(events) else Clock.RELATIVE
+
+    def on_instant(self, ev: Event, ts: int, pid: Any, tid: Any) -> None:
+        if ev.name == "[memory]" and len(ev.args):
+            self._memory.append((ts, pid, bytes(ev.args)))
+
+    def finish(self) -> None:
+        self._devices()
+        self._memory_counters()
+
+    def _devices(self) -> None:
+        """GPU processes: named "GPU n", host name kept as a label, sorted after the host."""
+        gpus = []
+        host_max = None
+        for p in self.trace.processes:
+            m = next((m for m in map(_GPU_LABEL.match, p.labels) if m), None)
+            if m is not None:
+                gpus.append((int(m.group(1)), p))
+            elif p.sort_index is not None and isinstance(p.raw_pid, int):
+                host_max = p.sort_index if host_max is None else max(host_max, p.sort_index)
+        for n, p in gpus:
+            label = f"GPU {n}"
+            if p.name and p.name != label:
+                p.args["host_process"] = p.name
+                if p.name not in p.labels:
+                    p.labels.append(p.name)
+            p.name = label
+            self.trace.process_track(p).name = label
+            if host_max is not None and (p.sort_index is None or p.sort_index <= host_max):
+                p.sort_index = host_max + 1 + n
+
+    def _memory_counters(self) -> None:
+        if not self._memory:
+            return
+        trace = self.trace
+        kept = 0
+        for ts, pid, raw in self._memory:
+            try:
+                a = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(a, dict):
+                continue
+            dtype = a.get("Device Type")
+            did = a.get("Device Id")
+            if dtype == 0 or did == -1 or did is None:
+                owner, dev = pid, "CPU"
+            else:
+                kind = _DEVICE_TYPES.get(dtype, f"device type {dtype}")
+                dev = f"{kind} {did}"
+                owner = did if kind == "GPU" and isinstance(did, int) else pid
+                if owner == did and not any(p.raw_pid == did for p in trace.processes):
+                    trace.process(did, dev)
+            for key, what in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")):
+                v = a.get(key)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    trace.add_counter(self.counter_track(owner, f"{dev} memory {what}", unit="bytes"), ts, float(v))
+                    kept += 1
+        self._memory = []
+
+
+def read(source: Source) -> Trace:
+    return KinetoReader(source).read()
+
+
+def read_header(path_head: bytes) -> int | None:
+    """``baseTimeNanoseconds`` from the start of a Kineto file, if it is there."""
+    m = re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d+)', path_head)
+    return int(m.group(1)) if m else None
+
