@@ -385,6 +385,10 @@ def test_log_without_report_says_so(tmp_path):
     p.write_text(text)
     with pytest.raises(TraceconvError, match="no profile report in this Sample Factory log"):
         traceconv.load(p, "sample-factory")
+    # SF's own start-up lines are enough to recognise the log
+    assert formats.detect(open_source(p).head, p).name == "sample-factory"
+    with pytest.raises(TraceconvError, match="no profile report in this Sample Factory log"):
+        traceconv.load(p)
     # the CLI: one line, exit code 2, no traceback
     r = subprocess.run([sys.executable, "-m", "traceconv", "convert", str(p), "-o", str(tmp_path / "o.json"),
                         "--from", "sample-factory"], capture_output=True, text=True)

@@ -56,6 +56,11 @@ _RUN_GAP_NS = 300 * 1_000_000_000
 _SNIFF = re.compile(
     rb"(?m)(?:^|\] )(?:[^\n`'\"]*? profile tree view:|Profiling tree view:|Fps is \(\d+ sec: |"
     rb"Collected \{\d+: \d+\}, FPS: |[^\n`'\"]*?\b[Tt]iming:? [A-Za-z_]\w*: -?\d+\.\d{4}(?:, |\s*$))")
+# start-up and periodic lines only SF writes (a long log's first 64 KiB may hold no report yet)
+_SNIFF_SF2 = re.compile(
+    rb"(?m)^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\]\[\d+\] (?:Saving configuration to |"
+    rb"Starting experiment with the following configuration|Decorrelating experience for \d+ frames|"
+    rb"Updated weights for policy \d+, policy_version|Heartbeat connected on |Avg episode reward: \[\()")
 _SNIFF_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
@@ -63,7 +68,8 @@ def sniff(head: bytes) -> bool:
     start = head.lstrip()[:1]
     if start == b"{" or re.match(rb"\s*\[\s*[\[{\]]", head):
         return False   # JSON
-    return bool(_SNIFF.search(_SNIFF_ANSI.sub(b"", head)))
+    head = _SNIFF_ANSI.sub(b"", head)
+    return bool(_SNIFF.search(head) or _SNIFF_SF2.search(head))
 
 
 # ---------------------------------------------------------------------------------- records
