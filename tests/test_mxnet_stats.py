@@ -201,3 +201,19 @@ def test_sniffer_claims_no_other_sample():
             assert sniff(open_source(p).head), p
         else:
             assert not sniff(open_source(p).head), p
+
+
+def test_two_reports_in_one_file_and_crlf(tmp_path):
+    """dumps() printed twice (reset=False) into one captured output, with Windows line endings."""
+    one = TABLES[1].read_text()
+    p = tmp_path / "twice.txt"
+    p.write_bytes(("some program output\n" + one + "\nmore output\n" + one).replace("\n", "\r\n").encode())
+    t = traceconv.load(p)
+    nest(t)
+    names = sorted(pr.name for pr in t.processes)
+    assert names == ["MXNet aggregate stats (dumps #1) [synthesized timeline]",
+                     "MXNet aggregate stats (dumps #2) [synthesized timeline]"]
+    single = traceconv.load(TABLES[1])
+    assert len(t.slices) == 2 * len(single.slices) and len(t.instants) == 2 * len(single.instants)
+    reports = {tb["report"] for tb in t.meta.extra["summary_tables"]}
+    assert reports == {1, 2}
