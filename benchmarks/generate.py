@@ -39,6 +39,9 @@ def fmt(ns: int) -> str:
 class Gen:
     def __init__(self, seed: int, rank: int, world: int, offset_ns: int) -> None:
         self.r = random.Random(seed * 1000 + rank)
+        self.seed = seed
+        self.offset = offset_ns                       # this rank's clock error
+        self.step_start_shared = 4_410_382_541_000
         self.rank, self.world = rank, world
         self.pid = 10_000 + rank * 7
         self.tid = self.pid
@@ -116,8 +119,9 @@ class Gen:
             self.memory(end - 50, r.choice((512, 4096, 1 << 20)), r.randrange(1 << 20, 1 << 32))
         return end
 
-    def collective(self, start: int) -> int:
-        """An all-reduce: a c10d op on the CPU and its NCCL kernel, ending together on every rank."""
+    def collective(self, start: int, end: int) -> int:
+        """An all-reduce: a c10d op on the CPU and its NCCL kernel, which starts when this rank
+        gets there and ends at ``end`` (the same moment on every rank, up to a little jitter)."""
         self.collective_seq += 1
         self.corr += 1
         self.ext += 1
@@ -126,13 +130,14 @@ class Gen:
                f'"Out msg nelems": 4194304, "Group size": {self.world}, "dtype": "Float", '
                f'"Process Group Name": "0", "Process Group Description": "default_pg", "Seq": {self.collective_seq}')
         kt = start + 50_000
+        end += self.r.randrange(-2_000, 2_001)          # ranks see the end within a few µs
         self.x("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-               self.gpu, 20, kt, 900_000,
+               self.gpu, 20, kt, end - kt,
                f'"queued": 0, "device": {self.gpu}, "context": 1, "stream": 20, "correlation": {self.corr}, '
                f'"Collective name": "allreduce", "In msg nelems": 4194304, "Group size": {self.world}, '
                f'"Process Group Name": "0", "Seq": {self.collective_seq}')
         self.flow_pair("ac2g", self.corr, (self.pid, self.tid, start + 10), (self.gpu, 20, kt))
-        return kt + 900_000
+        return end
 
     def step(self, n: int) -> None:
         r = self.r
@@ -151,10 +156,15 @@ class Gen:
                    f'"External id": {self.ext}, "Sequence number": {self.ext}, "Fwd thread id": 1')
             self.flow_pair("fwdbwd", 1_000_000 + self.flow, src, (self.pid, self.bwd_tid, bt))
             bt += d + r.randrange(500, 3_000)
-        end = self.collective(bt + 1_000) + 2_000
+        # every rank's step ends with the same all-reduce; it completes when the slowest rank
+        # arrives, at a time all ranks share (drawn from the run's, not the rank's, random stream)
+        shared = random.Random(self.seed * 7919 + n)
+        sync_end = self.step_start_shared + self.offset + shared.randrange(10_000_000, 12_000_000)
+        end = self.collective(max(bt + 1_000, sync_end - 1_000_000), sync_end) + 2_000
         self.x("user_annotation", f"ProfilerStep#{n}", self.pid, self.tid, start, end - start,
                f'"External id": {self.ext + 1},"Record function id": 0, "Ev Idx": 0')
         self.t = end + r.randrange(1_000, 10_000)
+        self.step_start_shared = sync_end - self.offset + 100_000
 
     def header(self) -> str:
         return (

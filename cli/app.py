@@ -5,6 +5,7 @@ User errors (:class:`traceconv.TraceconvError`) become one line on stderr and ex
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import webbrowser
 from pathlib import Path
@@ -12,12 +13,13 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import traceconv
 from traceconv import formats as registry
 from traceconv import serve
-from traceconv import summary as summ
+from traceconv import hotspots as summ
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -27,6 +29,7 @@ EXAMPLES = """
 
   traceconv convert results/ppo/run_logs/timers.json -o timers.pftrace
   traceconv convert timers.json -o timers.trace.json.gz
+  traceconv merge traces/rank*.pt.trace.json.gz -o run.pftrace
   traceconv summary timers.json --by name --top 10
   traceconv open timers.json                # convert, serve once, open ui.perfetto.dev
   traceconv formats
@@ -53,6 +56,21 @@ def fail(e: traceconv.TraceconvError) -> "typer.Exit":
 def print_warnings(warnings: list) -> None:
     for w in warnings:
         err.print(f"warning: {w}", markup=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def progress_bar(quiet: bool, what: str):
+    """A callback(done, total, path) drawing a progress bar on a terminal; nothing otherwise."""
+    if quiet or not err.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=err, transient=True) as p:
+        task = p.add_task("", total=None)
+
+        def update(done: int, total: int, path) -> None:
+            p.update(task, completed=done, total=total, description=str(path))
+        yield update
 
 
 def version_callback(value: bool) -> None:
@@ -98,6 +116,49 @@ def convert(
         out.print(f"wrote {output} ({result.output_format}) from {input} ({result.input_format}): "
                   f"{result.counts()}", markup=False, soft_wrap=True)
         print_warnings(result.warnings)
+
+
+@app.command()
+def merge(
+    inputs: list[str] = typer.Argument(..., help="Trace files, folders or globs: one (or more) per rank."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write: .pftrace, .json, .json.gz, "
+                                                            "or .tar (a Perfetto merge archive)."),
+    to: Optional[str] = typer.Option(None, "--to", "-t", metavar="FORMAT",
+                                     help="perfetto, chrome-json or perfetto-archive (default: from the name)."),
+    from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
+    ranks: Optional[str] = typer.Option(None, "--ranks", help="Keep only these ranks, e.g. 0-3,7."),
+    rank: list[str] = typer.Option([], "--rank", metavar="FILE=N", help="The rank of a file (repeatable)."),
+    window: Optional[str] = typer.Option(None, "--window", help="Keep a time range (1.5s:2s from the start) "
+                                                                "or the span of a named slice (ProfilerStep#4)."),
+    min_dur: Optional[str] = typer.Option(None, "--min-dur", help="Leave out slices shorter than this (5us)."),
+    drop_cat: list[str] = typer.Option([], "--drop-cat", help="Leave out a category (python_function)."),
+    align: str = typer.Option("auto", "--align", help="auto, wallclock, barrier, collectives or none."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
+) -> None:
+    """Merge the traces of many ranks into one aligned timeline.
+
+    traceconv merge traces/rank*.pt.trace.json.gz -o run.pftrace
+    """
+    with progress_bar(quiet, "parsing") as bar:
+        try:
+            result = traceconv.merge(inputs, output, to_format=to, from_format=from_, ranks=ranks, rank_map=rank,
+                                     window=window, min_dur=min_dur, drop_cat=drop_cat, align_method=align,
+                                     progress=bar)
+        except traceconv.TraceconvError as e:
+            raise fail(e) from None
+    if quiet:
+        return
+    files = {r: [] for r in sorted({r for _, r, _ in result.files})}
+    for path, r, how in result.files:
+        files[r].append(f"{path} ({how})")
+    t = Table(title=f"wrote {result.output} ({result.output_format}): {result.slices} slices", title_justify="left")
+    for col in ("rank", "file (rank from)", "alignment", "offset", "±"):
+        t.add_column(col, justify="right" if col in ("rank", "offset", "±") else "left")
+    for a in result.alignments:
+        t.add_row(str(a.rank), "\n".join(files[a.rank]), f"{a.method}: {a.detail}", f"{a.offset_ns / 1e6:+.3f} ms",
+                  "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
+    out.print(t)
+    print_warnings(result.warnings)
 
 
 @app.command()

@@ -15,7 +15,7 @@ import pytest
 
 import traceconv
 from traceconv.model import Trace
-from traceconv.summary import summarize
+from traceconv.hotspots import summarize
 
 FIX = Path(__file__).parent / "fixtures" / "mlagents"
 

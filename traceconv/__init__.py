@@ -16,8 +16,10 @@ from . import convert as _importers  # noqa: E402,F401
 from .api import ConvertResult, convert, load, open_in_ui, save  # noqa: E402
 from .errors import ConversionWarning, Diagnostics, TraceconvError, WarningCode  # noqa: E402
 from .model import Trace  # noqa: E402
+from .merging import merge  # noqa: E402
+from .hotspots import summarize as summary  # noqa: E402
 
 __all__ = [
-    "__version__", "load", "save", "convert", "open_in_ui", "ConvertResult", "Trace",
+    "__version__", "load", "save", "convert", "merge", "summary", "open_in_ui", "ConvertResult", "Trace",
     "TraceconvError", "ConversionWarning", "Diagnostics", "WarningCode",
 ]

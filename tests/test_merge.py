@@ -1,0 +1,233 @@
+"""traceconv merge: real multi-rank samples, alignment accuracy, id hygiene, filters, archive."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+import traceconv
+from traceconv.errors import TraceconvError
+from traceconv.merging import parse_duration, parse_ranks
+
+from timeline import assert_same_timeline, read_chrome_json, read_perfetto
+
+M = Path(__file__).parent / "fixtures" / "multirank"
+GLOO = sorted((M / "gloo_2ranks").glob("*.gz"))
+HTA = sorted((M / "hta_trace_filter_2ranks").glob("*.gz"))
+COMPOSER = sorted((M / "composer_2ranks").glob("ep0-ba3-rank*.json.gz"))
+QUARTER_NS = 7_889_238 * 10**9          # Kineto floors baseTimeNanoseconds to 3-month buckets
+RANK = re.compile(r"^rank (\d+) · ")
+
+
+def rank_of(process: str) -> int:
+    m = RANK.match(process)
+    assert m, f"process {process!r} is not in a rank's namespace"
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("files", [GLOO, HTA, COMPOSER], ids=["gloo", "hta", "composer"])
+def test_real_samples_merge_into_rank_namespaces(files, tmp_path):
+    singles = {i: traceconv.load(f) for i, f in enumerate(files)}
+    res = traceconv.merge(files, tmp_path / "run.pftrace")
+    traceconv.merge(files, tmp_path / "run.json")
+    assert sorted(r for _, r, _ in res.files) == [0, 1]
+    assert {how for _, _, how in res.files} <= {"distributedInfo.rank", "Composer global_rank"}
+    p = read_perfetto(tmp_path / "run.pftrace")
+    j = read_chrome_json(tmp_path / "run.json")
+    assert_same_timeline(j, p)
+    # every slice sits in exactly one rank's processes, and no event was lost
+    per_rank = Counter(rank_of(s.process) for s in p.slices)
+    expected = Counter()
+    for i, t in singles.items():
+        expected[t.meta.rank] += len(t.slices)
+    assert per_rank == expected
+    assert len(p.flows) == sum(len(t.flows) for t in singles.values())
+    for src, dst in p.flows:
+        assert rank_of(src[0]) == rank_of(dst[0]), "a flow joins two ranks"
+    assert all(name == "" or rank_of(name) in (0, 1) for name in p.processes.values())
+    # ranks in order: every rank-0 process sorts before every rank-1 process
+    doc = orjson.loads((tmp_path / "run.json").read_bytes())
+    sort = {e["pid"]: e["args"]["sort_index"] for e in doc["traceEvents"] if e["name"] == "process_sort_index"}
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    by_rank = {r: [sort[pid] for pid, n in names.items() if n.startswith(f"rank {r} ")] for r in (0, 1)}
+    assert max(by_rank[0]) < min(by_rank[1])
+    rows = p.metadata["merge"]["alignment"]
+    assert [r["rank"] for r in rows] == [0, 1] and rows[0]["offset_ns"] == 0
+
+
+def test_gpu_processes_of_each_rank_stay_apart(tmp_path):
+    """HTA's ranks both use pids 0..7 for their GPUs: each rank keeps its own 'GPU n' processes."""
+    traceconv.merge(HTA, tmp_path / "run.pftrace")
+    procs = set(read_perfetto(tmp_path / "run.pftrace").processes.values())
+    gpus = sorted(p for p in procs if " · GPU " in p)
+    assert gpus and {rank_of(p) for p in gpus} == {0, 1}
+    assert len(gpus) == len(set(gpus))
+    host = [p for p in procs if "(pid " in p]
+    assert {rank_of(p) for p in host} == {0, 1}
+
+
+def test_composer_barrier_offsets_match_composers_own_merger(tmp_path):
+    res = traceconv.merge(COMPOSER, tmp_path / "run.json", align_method="barrier")
+    off = {a.rank: a for a in res.alignments}
+    assert off[0].offset_ns == 0 and off[1].offset_ns == 101_000          # 101 µs in this run
+    assert off[1].method == "barrier" and off[1].uncertainty_ns > 0
+    # Composer's merged_trace.json: rank 1's own markers shifted by the same clock-sync difference
+    theirs = json.loads(gzip.decompress((M / "composer_2ranks" / "merged_trace.json.gz").read_bytes()))
+    want = Counter((e["name"], e["ts"] * 1000) for e in theirs
+                   if e.get("pid") == 1 and e.get("ph") == "B" and e["name"].startswith("event/"))
+    ours = read_chrome_json(tmp_path / "run.json")
+    got = Counter((s.name, s.ts) for s in ours.slices
+                  if s.name.startswith("event/") and rank_of(s.process) == 1)
+    assert want and got == want
+
+
+def shifted_copy(src: Path, dst: Path, rank: int, offset_us: int, jitter_us: int, rng: random.Random) -> None:
+    """A copy of a real trace as another rank whose clock is ``offset_us`` ahead, NCCL ends jittered."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    doc["distributedInfo"]["rank"] = rank
+    for e in doc["traceEvents"]:
+        if "ts" in e and isinstance(e["ts"], (int, float)):
+            e["ts"] += offset_us
+        if e.get("ph") == "X" and e.get("name", "").startswith("nccl"):
+            e["dur"] += rng.randint(-jitter_us, jitter_us)
+    dst.write_bytes(json.dumps(doc).encode())
+
+
+def test_collectives_recover_injected_offsets_within_the_stated_uncertainty(tmp_path):
+    rng = random.Random(7)
+    offsets_us = {0: 0, 1: 2_500, 2: -7_000, 3: 40_000}
+    files = []
+    for r, off in offsets_us.items():
+        f = tmp_path / f"copy{r}.json"
+        shifted_copy(HTA[0], f, r, off, 3, rng)
+        files.append(f)
+    res = traceconv.merge(files, tmp_path / "run.pftrace", align_method="collectives")
+    for a in res.alignments:
+        true = -offsets_us[a.rank] * 1000
+        assert abs(a.offset_ns - true) <= a.uncertainty_ns, (a, true)
+        assert a.uncertainty_ns <= 10_000
+        if a.rank:
+            assert "collectives matched" in a.detail
+    # auto picks collectives too, since they agree to within microseconds
+    res = traceconv.merge(files, tmp_path / "auto.pftrace")
+    assert {a.method for a in res.alignments} == {"collectives"}
+
+
+def test_wallclock_handles_ranks_on_either_side_of_a_quarter_boundary(tmp_path):
+    """Rank 1 started before the quarter boundary that rank 0 started after: its base is a quarter
+    older and its relative ts a quarter larger (written as exact decimals, as Kineto does)."""
+    text = gzip.decompress(GLOO[0].read_bytes()).decode()
+    base = int(re.search(r'"baseTimeNanoseconds": (\d+)', text).group(1))
+
+    def shift(m: re.Match) -> str:
+        whole, _, frac = m.group(2).partition(".")
+        ns = int(whole) * 1000 + int((frac + "000")[:3]) + QUARTER_NS
+        return f'{m.group(1)}{ns // 1000}.{ns % 1000:03d}'
+
+    other = re.sub(r'("ts": )(\d+(?:\.\d+)?)', shift, text)
+    other = other.replace(f'"baseTimeNanoseconds": {base}', f'"baseTimeNanoseconds": {base - QUARTER_NS}')
+    other = re.sub(r'"rank": 0', '"rank": 1', other, count=1)
+    assert len(re.findall(r'"ts": \d{14}\.\d{3}', other)) > 100     # relative ts of ~1.2e13 µs, to the ns
+    (tmp_path / "a.json").write_text(text)
+    (tmp_path / "b.json").write_text(other)
+    res = traceconv.merge([tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "run.pftrace", align_method="wallclock")
+    assert [a.offset_ns for a in res.alignments] == [0, 0]
+    tl = read_perfetto(tmp_path / "run.pftrace")
+    r0 = Counter((s.name, s.ts, s.dur) for s in tl.slices if rank_of(s.process) == 0)
+    r1 = Counter((s.name, s.ts, s.dur) for s in tl.slices if rank_of(s.process) == 1)
+    assert r0 == r1 and len(r0) > 100
+
+
+def test_generated_ranks_with_skew_align_by_collectives(tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from generate import generate
+    files = []
+    for r in range(3):
+        f = tmp_path / f"rank{r}.pt.trace.json"
+        f.write_bytes(generate(4_000, seed=3, rank=r, world=3, offset_ns=r * 1_500_000))
+        files.append(f)
+    res = traceconv.merge(files, tmp_path / "run.pftrace")
+    for a in res.alignments:
+        assert a.method == "collectives"
+        assert abs(a.offset_ns + a.rank * 1_500_000) <= a.uncertainty_ns <= 5_000
+    # filters: one rank, a named step, a minimum duration, a dropped category
+    res = traceconv.merge(files, tmp_path / "f.pftrace", ranks="1-2", window="ProfilerStep#3",
+                          min_dur="2us", drop_cat=["python_function"])
+    tl = read_perfetto(tmp_path / "f.pftrace")
+    steps = [s for s in tl.slices if s.name == "ProfilerStep#3"]
+    assert {rank_of(s.process) for s in tl.slices} == {1, 2} and len(steps) == 2
+    lo, hi = min(s.ts for s in steps), max(s.ts + s.dur for s in steps)
+    assert all(s.ts < hi and s.ts + s.dur > lo for s in tl.slices)
+    assert all(s.dur >= 2_000 for s in tl.slices) and not any(s.cat == "python_function" for s in tl.slices)
+    notes = {w.message: w.count for w in res.warnings if w.code.value == "note"}
+    assert any("--window" in m for m in notes) and any("--min-dur" in m for m in notes)
+    assert any("--drop-cat" in m for m in notes)
+
+
+def test_archive_holds_one_file_per_rank_and_the_offsets(tmp_path):
+    res = traceconv.merge(COMPOSER, tmp_path / "run.tar")
+    assert res.output_format == "perfetto-archive"
+    with tarfile.open(tmp_path / "run.tar") as tar:
+        names = tar.getnames()
+        manifest = json.load(tar.extractfile("perfetto_manifest.json"))["perfetto_manifest"]
+        tar.extractall(tmp_path / "x", filter="data")
+    assert sorted(names) == ["perfetto_manifest.json", "rank0_0_ep0-ba3-rank0.pftrace", "rank1_0_ep0-ba3-rank1.pftrace"]
+    assert manifest["version"] == 1
+    files = {f["path"]: f for f in manifest["files"]}
+    r1 = files["rank1_0_ep0-ba3-rank1.pftrace"]
+    assert r1["machine"] == {"name": "rank 1"}
+    assert r1["clocks"] == {"sync_to": {"file": "rank0_0_ep0-ba3-rank0.pftrace", "clock": "BOOTTIME"},
+                            "offset_ns": 101_000}
+    assert "clocks" not in files["rank0_0_ep0-ba3-rank0.pftrace"]
+    for f, path in zip(COMPOSER, ["rank0_0_ep0-ba3-rank0.pftrace", "rank1_0_ep0-ba3-rank1.pftrace"]):
+        assert len(read_perfetto(tmp_path / "x" / path).slices) == len(traceconv.load(f).slices)
+
+
+def test_rank_errors_name_the_files(tmp_path):
+    a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    shutil.copy(GLOO[0], a)
+    shutil.copy(GLOO[0], b)
+    with pytest.raises(TraceconvError, match=r"rank 0 is claimed by 2 kineto files: .*a\.json\.gz.*b\.json\.gz"):
+        traceconv.merge([a, b], tmp_path / "o.pftrace")
+    res = traceconv.merge([a, b], tmp_path / "o.pftrace", rank_map=[f"{b}=5"])
+    assert sorted(r for _, r, _ in res.files) == [0, 5]
+    timers = Path(__file__).parent / "fixtures" / "mlagents" / "csharp_3DBall_timers.json"
+    with pytest.raises(TraceconvError, match="cannot tell the rank of: .*csharp_3DBall_timers.json"):
+        traceconv.merge([GLOO[0], timers], tmp_path / "o.pftrace")
+    with pytest.raises(TraceconvError, match="--align barrier needs Composer's clock_sync_timestamp_us"):
+        traceconv.merge(GLOO, tmp_path / "o.pftrace", align_method="barrier")
+    with pytest.raises(TraceconvError, match="none of the inputs is one of those ranks"):
+        traceconv.merge(GLOO, tmp_path / "o.pftrace", ranks="4-5")
+    assert not (tmp_path / "o2.pftrace").exists()
+
+
+def test_argument_parsers():
+    assert parse_ranks("0-3,7") == {0, 1, 2, 3, 7}
+    assert [parse_duration(x) for x in ("5us", "1.5ms", "2s", "300ns", "5µs")] == [5000, 1_500_000, 2 * 10**9, 300, 5000]
+    for bad in ("5", "5 minutes", "-1us"):
+        with pytest.raises(TraceconvError):
+            parse_duration(bad)
+    with pytest.raises(TraceconvError):
+        parse_ranks("3-1")
+
+
+def test_cli_prints_one_line_per_rank(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(M / "gloo_2ranks"), "-o",
+                        str(tmp_path / "run.pftrace")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if re.match(r"^│\s+[01]\s+│", line)]
+    assert len(rows) == 2 and all("wallclock" in row for row in rows)
+    r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(M / "gloo_2ranks"), "-o",
+                        str(tmp_path / "x.pftrace"), "--align", "sideways"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown --align 'sideways'" in r.stderr
