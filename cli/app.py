@@ -20,6 +20,7 @@ import traceconv
 from traceconv import formats as registry
 from traceconv import serve
 from traceconv import hotspots as summ
+from traceconv import validate as check
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -31,6 +32,7 @@ EXAMPLES = """
   traceconv convert timers.json -o timers.trace.json.gz
   traceconv merge traces/rank*.pt.trace.json.gz -o run.pftrace
   traceconv summary timers.json --by name --top 10
+  traceconv validate rank0.pt.trace.json.gz  # what would hurt in a viewer
   traceconv open timers.json                # convert, serve once, open ui.perfetto.dev
   traceconv formats
 """
@@ -204,6 +206,34 @@ def summary(
             cells.append(f"{st[0]} (x{st[1]:.2f})" if st else "")
         t.add_row(*cells)
     out.print(t)
+
+
+@app.command("validate")
+def validate_(
+    input: Path = typer.Argument(..., help="The profile to check."),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+    from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
+) -> None:
+    """Report what in a profile would hurt in a viewer; exit 0 if clean, 1 if not, 2 if unreadable.
+
+    traceconv validate rank0.pt.trace.json.gz
+    """
+    try:
+        report = check.validate(input, from_)
+    except traceconv.TraceconvError as e:
+        raise fail(e) from None
+    if fmt == "json":
+        sys.stdout.write(report.to_json().decode() + "\n")
+    else:
+        verdict = "clean" if not report.problems else f"{len(report.problems)} problem(s)"
+        t = Table(title=f"{input} ({report.format}, {report.events:,} events): {verdict}", title_justify="left")
+        for col in ("check", "verdict", "count", "detail"):
+            t.add_column(col, justify="right" if col == "count" else "left", overflow="fold")
+        for f in sorted(report.findings, key=lambda f: (f.severity != check.PROBLEM, f.check)):
+            t.add_row(f.check, "[red]problem[/red]" if f.severity == check.PROBLEM else "info",
+                      f"{f.count:,}", f.message)
+        out.print(t)
+    raise typer.Exit(code=1 if report.problems else 0)
 
 
 @app.command("open")
