@@ -18,7 +18,7 @@ from rich.table import Table
 
 import traceconv
 from traceconv import formats as registry
-from traceconv import serve
+from traceconv import progress, serve
 from traceconv import hotspots as summ
 from traceconv import validate as check
 
@@ -75,6 +75,22 @@ def progress_bar(quiet: bool, what: str):
         yield update
 
 
+@contextlib.contextmanager
+def stage_progress(quiet: bool):
+    """Show the library's progress reports (stage, events done) on a terminal; nothing otherwise."""
+    if quiet or not err.is_terminal:
+        yield
+        return
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as p:
+        task = p.add_task("starting", total=None)
+
+        def update(stage: str, done: int, total) -> None:
+            p.update(task, description=stage, completed=done, total=total)
+        with progress.reporting(update):
+            yield
+
+
 def version_callback(value: bool) -> None:
     if value:
         out.print(f"traceconv {traceconv.__version__}")
@@ -111,7 +127,8 @@ def convert(
     traceconv convert timers.json -o run.pftrace
     """
     try:
-        result = traceconv.convert(input, output, from_format=from_, to_format=to, strict=strict)
+        with stage_progress(quiet):
+            result = traceconv.convert(input, output, from_format=from_, to_format=to, strict=strict)
     except traceconv.TraceconvError as e:
         raise fail(e) from None
     if not quiet:
@@ -179,8 +196,9 @@ def summary(
     try:
         if fmt not in ("table", "csv", "json"):
             raise traceconv.TraceconvError(f"unknown --format '{fmt}'; choose table, csv or json")
-        traces = [traceconv.load(p, from_) for p in inputs]
-        result = summ.summarize(traces, by=by, sort=sort, top=top or None)
+        with stage_progress(False):
+            traces = [traceconv.load(p, from_) for p in inputs]
+            result = summ.summarize(traces, by=by, sort=sort, top=top or None)
     except traceconv.TraceconvError as e:
         raise fail(e) from None
     if fmt == "json":
@@ -219,7 +237,8 @@ def validate_(
     traceconv validate rank0.pt.trace.json.gz
     """
     try:
-        report = check.validate(input, from_)
+        with stage_progress(False):
+            report = check.validate(input, from_)
     except traceconv.TraceconvError as e:
         raise fail(e) from None
     if fmt == "json":

@@ -15,6 +15,7 @@ from .errors import ConversionWarning, TraceconvError, WarningCode
 from .io import atomic_output, open_source
 from .layout import nest
 from .model import Trace
+from .progress import report
 
 PathLike = str | os.PathLike[str]
 
@@ -31,6 +32,7 @@ def load(path: PathLike, format: str | None = None) -> Trace:
     """
     source = open_source(path)
     fmt = _formats.get(format, role="reader") if format else _formats.detect(source.head, source.path)
+    report(f"reading {source.path.name} ({fmt.name})", 0, None)
     try:
         trace = fmt.load("reader")(source)
     except TraceconvError as e:
@@ -52,6 +54,7 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
     """
     fmt = _formats.for_output(path, format)
     writer = fmt.load("writer")
+    report("laying out tracks", 0, None)
     nest(trace)
     with atomic_output(path, inputs=inputs) as out:
         writer(trace, out)
