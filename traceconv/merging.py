@@ -42,7 +42,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import orjson
@@ -243,33 +243,6 @@ def rank_from_name(path: Path) -> int | None:
     return None
 
 
-def assign_ranks(loaded: list[Loaded], explicit: dict[Path, int]) -> list[tuple[int, str]]:
-    out: list[tuple[int, str]] = []
-    missing = []
-    for item in loaded:
-        r = explicit.get(item.path.resolve())
-        how = "--rank"
-        if r is None and item.trace.meta.rank is not None:
-            r, how = item.trace.meta.rank, ("Composer global_rank" if item.trace.meta.source_format == "composer"
-                                            else "distributedInfo.rank")
-        if r is None:
-            r, how = rank_from_name(item.path), "file name"
-        if r is None:
-            missing.append(str(item.path))
-        out.append((r, how))
-    if missing:
-        raise TraceconvError("cannot tell the rank of: " + ", ".join(missing)
-                             + " (no distributedInfo.rank or global_rank in the file, no rankN in its name); "
-                             "give it with --rank FILE=N")
-    claims: dict[tuple[int, str], list[str]] = {}
-    for item, (r, _) in zip(loaded, out):
-        claims.setdefault((r, item.trace.meta.source_format), []).append(str(item.path))
-    for (r, fmt), files in claims.items():
-        if len(files) > 1:
-            raise TraceconvError(f"rank {r} is claimed by {len(files)} {fmt} files: " + ", ".join(files))
-    return out
-
-
 # ---------------------------------------------------------------- alignment
 
 @dataclass
@@ -420,7 +393,7 @@ def append_rank(dst: Trace, src: Trace, rank: int, offset: int) -> None:
             name = f"rank {rank} · {p.name or 'process'} (pid {p.raw_pid})"
         else:
             name = f"rank {rank} · {p.name or p.raw_pid or 'process'}"
-        q = dst.process(("rank", rank, p.id), name, synthetic=True)
+        q = dst.process(("rank", rank, id(src), p.id), name, synthetic=True, pid=base_sort + k + 1)
         q.sort_index = base_sort + k
         q.labels = [f"rank {rank}", *p.labels]
         q.args = {**p.args, "rank": rank, "raw_pid": p.raw_pid if isinstance(p.raw_pid, (int, str)) else None}
@@ -528,7 +501,16 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
           progress: Callable[[int, int, Path], None] | None = None) -> MergeResult:
     """Merge one trace per rank into one aligned timeline and write it (``traceconv merge``).
 
-    ``progress(done, total, path)`` is called as each file is parsed.
+    Files are parsed in a process pool and appended to the merged trace one by one in the
+    inputs' order, so memory holds the kept events and a few files in flight; the clock
+    offsets are applied in place once every rank is known.  ``progress(done, total, path)``
+    is called as each file is parsed.
+
+    >>> import tempfile, os, traceconv
+    >>> out = os.path.join(tempfile.mkdtemp(), "run.pftrace")
+    >>> res = traceconv.merge(["tests/fixtures/multirank/gloo_2ranks"], out)
+    >>> [(a.rank, a.method, a.offset_ns) for a in res.alignments]
+    [(0, 'wallclock', 0), (1, 'wallclock', 0)]
     """
     files = collect_inputs(inputs)
     archive = (to_format or "").lower() == ARCHIVE or (not to_format and str(output).endswith(".tar"))
@@ -540,104 +522,156 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
     min_ns = parse_duration(min_dur) if min_dur else 0
     cats = frozenset(c for item in drop_cat for c in item.split(",") if c)
 
-    loaded = _load_all(files, from_format, cats, min_ns, workers, progress)
-    rank_info = assign_ranks(loaded, explicit)
-    by_rank: dict[int, list[Loaded]] = {}
-    for item, (r, _) in zip(loaded, rank_info):
-        if wanted is None or r in wanted:
-            by_rank.setdefault(r, []).append(item)
-    if not by_rank:
-        raise TraceconvError(f"--ranks {ranks}: none of the inputs is one of those ranks "
-                             f"(found: {', '.join(str(r) for r, _ in sorted(set(rank_info)))})")
-    alignments = align(by_rank, align_method)
-
     merged = Trace("merge")
-    merged.meta.clock = Clock.UNIX if all(
-        it.trace.meta.clock is Clock.UNIX for its in by_rank.values() for it in its) else Clock.RELATIVE
-    merged.meta.world_size = max([it.trace.meta.world_size or 0 for its in by_rank.values() for it in its]
-                                 + [max(by_rank) + 1])
     dropped: dict[str, int] = {}
-    for r in sorted(by_rank):
-        for it in by_rank[r]:
-            for k, v in it.dropped.items():
+    kept: list[tuple[Loaded, int, str]] = []
+    skipped: list[int] = []
+    claims: dict[tuple[int, str], Path] = {}
+    spans: list[tuple[int, tuple[int, int], tuple[int, int], tuple[int, int]]] = []
+    tmp = tempfile.TemporaryDirectory(prefix="traceconv-") if archive else None
+    archived: list[tuple[str, int, Path]] = []
+    try:
+        for item in _iter_loaded(files, from_format, cats, min_ns, workers, progress):
+            r, how = rank_of_file(item, explicit)
+            fmt = item.trace.meta.source_format
+            other = claims.get((r, fmt))
+            if other is not None:
+                raise TraceconvError(f"rank {r} is claimed by 2 {fmt} files: {other}, {item.path}")
+            claims[(r, fmt)] = item.path
+            if wanted is not None and r not in wanted:
+                skipped.append(r)
+                continue
+            for k, v in item.dropped.items():
                 dropped[k] = dropped.get(k, 0) + v
-            append_rank(merged, it.trace, r, alignments[r].offset_ns)
-    if window:
-        w = parse_window(window, merged)
-        for k, v in _filter(merged, frozenset(), 0, w).items():
-            dropped[k] = dropped.get(k, 0) + v
-    for what, n in dropped.items():
-        merged.diagnostics.warn(WarningCode.NOTE, f"left out by the filters ({what})", n)
-    kept = [(it, r, how) for it, (r, how) in zip(loaded, rank_info) if r in by_rank]
+            t = item.trace
+            before = (len(merged.slices), len(merged.instants), len(merged.counters))
+            append_rank(merged, t, r, 0)
+            after = (len(merged.slices), len(merged.instants), len(merged.counters))
+            spans.append((r, (before[0], after[0]), (before[1], after[1]), (before[2], after[2])))
+            if tmp is not None:
+                name = f"rank{r}_{sum(1 for _, rr, _ in archived if rr == r)}_{item.path.name.split('.')[0] or 'trace'}.pftrace"
+                save(t, Path(tmp.name) / name)
+                archived.append((name, r, Path(tmp.name) / name))
+            # keep only what alignment needs: the metadata and the collectives
+            stub = Trace(t.meta.source_format)
+            stub.meta = t.meta
+            item.trace = stub
+            kept.append((item, r, how))
+        if not kept:
+            raise TraceconvError(f"--ranks {ranks}: none of the inputs is one of those ranks "
+                                 f"(found: {', '.join(str(r) for r in sorted(set(skipped)))})")
+        by_rank: dict[int, list[Loaded]] = {}
+        for item, r, _ in kept:
+            by_rank.setdefault(r, []).append(item)
+        alignments = align(by_rank, align_method)
+        _shift(merged, spans, alignments)
+        merged.meta.clock = Clock.UNIX if all(it.trace.meta.clock is Clock.UNIX for it, _, _ in kept) \
+            else Clock.RELATIVE
+        merged.meta.world_size = max([it.trace.meta.world_size or 0 for it, _, _ in kept] + [max(by_rank) + 1])
+        if window:
+            w = parse_window(window, merged)
+            for k, v in _filter(merged, frozenset(), 0, w).items():
+                dropped[k] = dropped.get(k, 0) + v
+        for what, n in dropped.items():
+            merged.diagnostics.warn(WarningCode.NOTE, f"left out by the filters ({what})", n)
+        merged.meta.extra["merge"] = {
+            "alignment": [alignments[r].as_dict() for r in sorted(alignments)],
+            "files": [{"path": str(it.path), "rank": r, "rank_from": how, "format": it.trace.meta.source_format}
+                      for it, r, how in kept],
+        }
+        out = Path(output)
+        if archive:
+            _write_archive(archived, alignments, out, files)
+        else:
+            save(merged, out, out_fmt, inputs=files)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
     used = [(it.path, r, how) for it, r, how in kept]
-    merged.meta.extra["merge"] = {
-        "alignment": [alignments[r].as_dict() for r in sorted(alignments)],
-        "files": [{"path": str(it.path), "rank": r, "rank_from": how, "format": it.trace.meta.source_format}
-                  for it, r, how in kept],
-    }
-    out = Path(output)
-    if archive:
-        _write_archive(by_rank, alignments, out, [f for f in files])
-    else:
-        save(merged, out, out_fmt, inputs=files)
     return MergeResult(out, out_fmt, used, [alignments[r] for r in sorted(alignments)], len(merged.slices),
                        dropped, merged.diagnostics.warnings)
 
 
-def _load_all(files: list[Path], fmt: str | None, cats: frozenset[str], min_ns: int,
-              workers: int | None, progress: Callable[[int, int, Path], None] | None) -> list[Loaded]:
+def _shift(trace: Trace, spans: list, alignments: dict[int, Alignment]) -> None:
+    """Add each rank's clock offset to its rows of the columns, in place."""
+    s_ts = np.frombuffer(trace.slices.ts, dtype=np.int64) if len(trace.slices) else None
+    i_ts = np.frombuffer(trace.instants.ts, dtype=np.int64) if len(trace.instants) else None
+    c_ts = np.frombuffer(trace.counters.ts, dtype=np.int64) if len(trace.counters) else None
+    for r, (s0, s1), (i0, i1), (c0, c1) in spans:
+        off = alignments[r].offset_ns
+        if not off:
+            continue
+        for col, a, b in ((s_ts, s0, s1), (i_ts, i0, i1), (c_ts, c0, c1)):
+            if col is not None and b > a:
+                col[a:b] += off
+
+
+def rank_of_file(item: Loaded, explicit: dict[Path, int]) -> tuple[int, str]:
+    """The rank of one loaded file and where it came from; an error naming the file if none."""
+    r = explicit.get(item.path.resolve())
+    if r is not None:
+        return r, "--rank"
+    if item.trace.meta.rank is not None:
+        how = "Composer global_rank" if item.trace.meta.source_format == "composer" else "distributedInfo.rank"
+        return item.trace.meta.rank, how
+    r = rank_from_name(item.path)
+    if r is not None:
+        return r, "file name"
+    raise TraceconvError(f"cannot tell the rank of: {item.path} (no distributedInfo.rank or global_rank in "
+                         "the file, no rankN in its name); give it with --rank FILE=N")
+
+
+def _iter_loaded(files: list[Path], fmt: str | None, cats: frozenset[str], min_ns: int,
+                 workers: int | None, progress: Callable[[int, int, Path], None] | None) -> Iterator[Loaded]:
+    """Parse the files in a process pool and yield them in the files' order, keeping only a few
+    results waiting at a time, so memory holds the merged trace and little more."""
     n = len(files)
     workers = workers or min(os.cpu_count() or 1, n)
-    results: list[Loaded | None] = [None] * n
     if workers <= 1 or n == 1:
         for i, f in enumerate(files):
-            results[i] = _load_one(f, fmt, cats, min_ns)
+            item = _load_one(f, fmt, cats, min_ns)
             if progress:
                 progress(i + 1, n, f)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_load_one, f, fmt, cats, min_ns): i for i, f in enumerate(files)}
-            done = 0
-            for fut in as_completed(futures):
-                i = futures[fut]
-                try:
-                    results[i] = fut.result()
-                except TraceconvError as e:
-                    raise e.with_path(files[i]) from None
-                done += 1
-                if progress:
-                    progress(done, n, files[i])
-    return [r for r in results if r is not None]
+            yield item
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        pending: list = []
+        nxt = 0
+        for i in range(n):
+            while nxt < n and len(pending) < workers + 1:
+                pending.append((nxt, pool.submit(_load_one, files[nxt], fmt, cats, min_ns)))
+                nxt += 1
+            j, fut = pending.pop(0)
+            try:
+                item = fut.result()
+            except TraceconvError as e:
+                for _, f2 in pending:
+                    f2.cancel()
+                raise e.with_path(files[j]) from None
+            if progress:
+                progress(j + 1, n, files[j])
+            yield item
 
 
-def _write_archive(by_rank: dict[int, list[Loaded]], alignments: dict[int, Alignment], out: Path,
+def _write_archive(entries: list[tuple[str, int, Path]], alignments: dict[int, Alignment], out: Path,
                    inputs: list[Path]) -> None:
     """A TAR of one .pftrace per rank file and a perfetto_manifest.json with the clock offsets,
     as Perfetto (v58+) merges archives: each rank its own machine, each file pinned to the
     reference rank's file by ``clocks.sync_to`` + ``offset_ns``."""
-    ranks = sorted(by_rank)
-    entries: list[tuple[str, int, Loaded]] = []
-    for r in ranks:
-        for k, it in enumerate(by_rank[r]):
-            stem = it.path.name.split(".")[0] or "trace"
-            entries.append((f"rank{r}_{k}_{stem}.pftrace", r, it))
+    entries = sorted(entries, key=lambda e: (e[1], e[0]))
     ref_name = entries[0][0]
     manifest_files = []
-    with tempfile.TemporaryDirectory(prefix="traceconv-") as tmp, atomic_output(out, inputs=inputs,
-                                                                                compress=False) as f:
-        with tarfile.open(fileobj=f, mode="w") as tar:
-            for name, r, it in entries:
-                path = Path(tmp) / name
-                save(it.trace, path)
-                tar.add(path, arcname=name)
-                entry: dict[str, Any] = {"path": name, "machine": {"name": f"rank {r}"}}
-                if name != ref_name:
-                    entry["clocks"] = {"sync_to": {"file": ref_name, "clock": "BOOTTIME"},
-                                       "offset_ns": alignments[r].offset_ns}
-                manifest_files.append(entry)
-            manifest = {"perfetto_manifest": {"version": 1, "trace_time": {"clock": "BOOTTIME"},
-                                              "files": manifest_files}}
-            data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
-            info = tarfile.TarInfo("perfetto_manifest.json")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    with atomic_output(out, inputs=inputs, compress=False) as f, tarfile.open(fileobj=f, mode="w") as tar:
+        for name, r, path in entries:
+            tar.add(path, arcname=name)
+            entry: dict[str, Any] = {"path": name, "machine": {"name": f"rank {r}"}}
+            if name != ref_name:
+                entry["clocks"] = {"sync_to": {"file": ref_name, "clock": "BOOTTIME"},
+                                   "offset_ns": alignments[r].offset_ns}
+            manifest_files.append(entry)
+        manifest = {"perfetto_manifest": {"version": 1, "trace_time": {"clock": "BOOTTIME"},
+                                          "files": manifest_files}}
+        data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+        info = tarfile.TarInfo("perfetto_manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))

@@ -247,15 +247,20 @@ class Trace:
         self._next_synthetic_id += 1
         return v
 
-    def process(self, raw_pid: Any, name: str | None = None, *, synthetic: bool = False) -> Process:
+    def process(self, raw_pid: Any, name: str | None = None, *, synthetic: bool = False,
+                pid: int | None = None) -> Process:
         """The process for a source pid (any hashable), created on first use.
 
         A pid that is not an int in [0, 2^31-1] (a string, a 64-bit hash) gets a fresh
-        number; ``synthetic`` processes (made up by traceconv) always do.
+        number; ``synthetic`` processes (made up by traceconv) always do, unless ``pid``
+        asks for a particular (unused) number.
         """
         p = self._process_by_raw.get(raw_pid)
         if p is None:
-            pid = self._fresh_id(self._used_pids, raw_pid, synthetic)
+            if pid is not None and 0 <= pid <= INT32_MAX and pid not in self._used_pids:
+                pass
+            else:
+                pid = self._fresh_id(self._used_pids, raw_pid, synthetic)
             self._used_pids.add(pid)
             p = Process(id=len(self.processes), pid=pid, raw_pid=None if synthetic else raw_pid,
                         name=name if name is not None else (raw_pid if isinstance(raw_pid, str) else ""))
