@@ -32,10 +32,11 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from .. import __version__
 from ..layout import BEGIN, COUNTER, END, INSTANT, event_stream
 from ..model import Trace, TrackKind
+from ..progress import EVERY, report
 
 SEQ_ID = 1
 _BATCH = 4096
-_UUID_BASE = 0x7C00_0000_0000_0000
+_UUID_BASE = 0   # small uuids: 1-2 byte varints on every packet (a big base cost 9 bytes each)
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
 SEQ_CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
@@ -224,7 +225,10 @@ def write(trace: Trace, out: BinaryIO) -> None:
         flow_in.setdefault(flows.dst[i], []).append(i + 1)
 
     time, kind, index = event_stream(trace)
-    for t, k, i in zip(time.tolist(), kind.tolist(), index.tolist()):
+    total = len(time)
+    for n, (t, k, i) in enumerate(zip(time.tolist(), kind.tolist(), index.tolist())):
+        if not n & (EVERY - 1):
+            report("writing Perfetto protobuf", n, total)
         p = w.packet()
         p.timestamp = t
         te = p.track_event
