@@ -47,6 +47,7 @@ import decimal
 import gc
 import json
 import re
+from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -427,6 +428,8 @@ class ChromeReader:
         self._global_track: int | None = None
         self.warn = self.trace.diagnostics.warn
         self._own = False
+        self._bseq = array("q")        # per slice: the input position of the event that began it
+        self._eseq = array("q")        # ... and of the one that ended it (-1: an X, closed lazily)
 
     # ---- hooks for dialects -----------------------------------------------------------------
 
@@ -556,6 +559,8 @@ class ChromeReader:
         s_ts, s_dur, s_track = slices.ts.append, slices.dur.append, slices.track.append
         s_name, s_cat, s_args = slices.name.append, slices.cat.append, slices.args.append
         intern = trace.strings.intern
+        bseq = self._bseq.append
+        eseq = self._eseq.append
         used = self.used
         missing_tid_zero = self.missing_tid == "zero"
         ts_zero = self.missing_ts_zero
@@ -618,6 +623,8 @@ class ChromeReader:
                 s_name(intern(ev.name))
                 s_cat(intern(ev.cat))
                 s_args(args)
+                bseq(seq)
+                eseq(-1)
                 if ev.bind_id is not None:
                     self._binds.append((flow_id(ev.bind_id), len(slices.ts) - 1, ev.flow_in, ev.flow_out, ts))
                 used["X"] += 1
@@ -883,9 +890,9 @@ class ChromeReader:
                 continue
             target = self._stack_target(key)
             while len(stack) > k + 1:
-                self._close(stack.pop(), ts, None, target)
+                self._close(stack.pop(), ts, None, target, seq)
                 cut_short += 1
-            self._close(stack.pop(), ts, ev, target)
+            self._close(stack.pop(), ts, ev, target, seq)
         if unmatched_end:
             self.drop(WarningCode.UNMATCHED_END, "end events (E) with no open begin on their thread were "
                       "dropped" + end_note, unmatched_end)
@@ -899,14 +906,14 @@ class ChromeReader:
                 continue
             target = self._stack_target(key)
             for o in stack:
-                self._close(o, max(end, o.ts), None, target)
+                self._close(o, max(end, o.ts), None, target, 2**62)
                 left += 1
         if left:
             self.warn(WarningCode.UNMATCHED_BEGIN, "begin events (B) never ended were ended at the end of the "
                       "trace" + self.unmatched_begin_note, left)
         self._begins = []
 
-    def _close(self, o: _Open, end_ts: int, end_ev: Event | None, track: int) -> None:
+    def _close(self, o: _Open, end_ts: int, end_ev: Event | None, track: int, end_seq: int) -> None:
         args = o.args
         if end_ev is not None and len(end_ev.args):
             if len(args):
@@ -924,6 +931,8 @@ class ChromeReader:
         if ch:
             self.warn(WarningCode.CLAMPED_VALUE, "slice args that were not a JSON object were wrapped in 'args'")
         i = self.trace.add_slice(track, o.ts, end_ts - o.ts, o.name or "", o.cat, a)
+        self._bseq.append(o.seq)
+        self._eseq.append(end_seq)
         if o.bind is not None:
             self._binds.append((o.bind[0], i, o.bind[1], o.bind[2], o.ts))
         self.used["slice from begin/end"] += 1 + (end_ev is not None)
@@ -940,7 +949,13 @@ class ChromeReader:
         for items in by_id.values():
             # Perfetto's v2 rule: flow_in ends the flow at this slice without closing it (several
             # slices may take one flow out: a fan-out); flow_out starts a new hop from this slice.
-            items.sort()
+            if len(items) == 2 and items[0][2] != items[0][3] and items[1][2] != items[1][3] \
+                    and items[0][3] != items[1][3]:
+                # one pure source and one pure destination: linked whatever their order in time
+                src, dst = (items[0], items[1]) if items[0][3] else (items[1], items[0])
+                self.trace.add_flow(src[1], dst[1], None)
+                continue
+            items.sort(key=lambda x: (x[0], not x[3], x[1]))     # at one time, a source before its ends
             pending: int | None = None
             linked = False
             for _, i, fin, fout in items:
@@ -964,7 +979,7 @@ class ChromeReader:
     def _resolve_v1(self) -> None:
         if not self._v1:
             return
-        queries: dict[int, list[tuple[int, int, bool]]] = defaultdict(list)   # track -> (ts, qid, enclosing)
+        queries: dict[int, list[tuple[int, int, int, bool]]] = defaultdict(list)  # track -> (ts, seq, qid, enclosing)
         flows: list[list[tuple[int, int, str, int, bool]]] = []
         qid = 0
         skewed = 0
@@ -976,7 +991,7 @@ class ChromeReader:
                 items.reverse()
                 skewed += 1
             for ts, _seq, ph, track, bp_e in items:
-                queries[track].append((ts, qid, ph != "f" or bp_e))
+                queries[track].append((ts, _seq, qid, ph != "f" or bp_e))
                 qid += 1
             flows.append(items)
         bound = self._bind_flow_points(queries, qid)
@@ -1029,8 +1044,11 @@ class ChromeReader:
             self.dropped += dropped_events
         self._v1 = defaultdict(list)
 
-    def _bind_flow_points(self, queries: dict[int, list[tuple[int, int, bool]]], n: int) -> list[int | None]:
-        """For each flow point, the slice it binds to (innermost enclosing, or next beginning)."""
+    def _bind_flow_points(self, queries: dict[int, list[tuple[int, int, int, bool]]],
+                          n: int) -> list[int | None]:
+        """For each flow point, the slice it binds to, as Perfetto's importer sees it after its stable
+        sort by time: the innermost slice open on the track at that point (begun before it; not yet
+        ended by an E before it; an X stays open through its end time), or the next slice to begin."""
         out: list[int | None] = [None] * n
         s = self.trace.slices
         by_track: dict[int, list[int]] = defaultdict(list)
@@ -1039,40 +1057,53 @@ class ChromeReader:
             if t in tracks:
                 by_track[t].append(i)
         ts_col, dur_col = s.ts, s.dur
+        if len(self._bseq) == len(s):
+            bseq, eseq = self._bseq, self._eseq
+        else:                                   # slices added by other means: file order unknown
+            bseq, eseq = range(len(s)), [-1] * len(s)
+
+        def is_open(i: int, ts: int, seq: int) -> bool:
+            start = ts_col[i]
+            if start > ts or (start == ts and bseq[i] > seq):
+                return False
+            end = start + dur_col[i]
+            return end > ts or (end == ts and (eseq[i] < 0 or eseq[i] > seq))
+
         for track, qs in queries.items():
             idx = by_track.get(track, [])
-            idx.sort(key=lambda i: (ts_col[i], -dur_col[i], i))
+            # at one start time, the longer slice is the parent (Perfetto's order for complete events)
+            idx.sort(key=lambda i: (ts_col[i], -dur_col[i], bseq[i]))
             starts = [ts_col[i] for i in idx]
             qs.sort()
             stack: list[int] = []
             p = 0
             n_idx = len(idx)
-            for ts, q, enclosing in qs:
+            for ts, seq, q, enclosing in qs:
                 if not enclosing:
+                    # the next slice to begin: later, or at the same time but after it in the file
                     k = bisect.bisect_left(starts, ts)
+                    while k < n_idx and starts[k] == ts and bseq[idx[k]] < seq:
+                        k += 1
                     out[q] = idx[k] if k < n_idx else None
                     continue
-                while p < n_idx and starts[p] <= ts:
+                while p < n_idx and starts[p] < ts:
                     i = idx[p]
-                    while stack and not _contains(stack[-1], ts_col[i], ts_col, dur_col):
+                    start = ts_col[i]
+                    while stack and not (ts_col[stack[-1]] <= start < ts_col[stack[-1]] + dur_col[stack[-1]]):
                         stack.pop()
                     stack.append(i)
                     p += 1
-                while stack and not _open_at(stack[-1], ts, ts_col, dur_col):
+                while stack and not is_open(stack[-1], ts, seq):
                     stack.pop()
-                out[q] = stack[-1] if stack else None
+                # slices that begin exactly now: the shortest one still open is the innermost
+                best = stack[-1] if stack else None
+                k = p
+                while k < n_idx and starts[k] == ts:
+                    if is_open(idx[k], ts, seq):
+                        best = idx[k]
+                    k += 1
+                out[q] = best
         return out
-
-
-def _open_at(i: int, ts: int, ts_col: Any, dur_col: Any) -> bool:
-    start = ts_col[i]
-    return start <= ts <= start + dur_col[i]
-
-
-def _contains(i: int, t: int, ts_col: Any, dur_col: Any) -> bool:
-    start = ts_col[i]
-    end = start + dur_col[i]
-    return start <= t < end or (start == t == end)
 
 
 def looks_unix(events: list[Event], sample: int = 2000) -> bool:

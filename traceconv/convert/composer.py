@@ -15,7 +15,7 @@ Two kinds of file:
   (``*/rank{R}.{B}.pt.trace.json[.gz]`` beside the trace folder) when it is there, else rebuilt by
   Kineto's own rule (Unix time floored to a 7 889 238 s bucket) from Composer's first timestamp; a
   note says which.  Torch's ``process_name``/``process_sort_index`` (meant for the host pid) do not
-  replace Composer's: the torch process name becomes a label.
+  replace Composer's: the torch process name becomes a label, and Composer's thread names stay too.
 * **Composer's torch traces** (``rank{R}.{B}.pt.trace.json``): Kineto traces with a top-level
   ``global_rank`` key: read as Kineto, rank from ``global_rank``.
 """
@@ -165,6 +165,12 @@ class ComposerReader(ChromeReader):
             return False
         if name == "process_sort_index" and torch_event and pid in self._composer_named:
             return True      # torch's sort index was meant for the host pid, not the rank
+        if name in ("thread_name", "thread_sort_index"):
+            key = (name, pid, ev.tid)
+            if not torch_event:
+                self._composer_named.add(key)
+            elif key in self._composer_named:
+                return True  # Composer named its training-loop thread; torch's name for it is generic
         return False
 
     def finish(self) -> None:

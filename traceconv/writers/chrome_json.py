@@ -96,6 +96,37 @@ class _Ids:
         return pid, tid
 
 
+class _FlowPoints:
+    """Where to put a v1 flow event so that it binds to its slice: a viewer binds it to the innermost
+    slice open on the track at that time, so the slice's start is ambiguous when a child (even one of
+    zero duration) begins there too; then the first ns of the slice that no child covers is used."""
+
+    def __init__(self, trace: Trace) -> None:
+        from ..layout import slice_order
+        self.s = trace.slices
+        self.order = slice_order(trace).tolist()
+        self.pos = {i: k for k, i in enumerate(self.order)}
+
+    def at(self, i: int) -> int:
+        s = self.s
+        start, end, track = s.ts[i], s.ts[i] + s.dur[i], s.track[i]
+        depth = s.depth[i] if s.depth is not None else 0
+        p = start
+        k = self.pos[i] + 1
+        order = self.order
+        while k < len(order):
+            c = order[k]
+            if s.track[c] != track or s.ts[c] > end:
+                break
+            if s.depth is not None and s.depth[c] <= depth:
+                break                      # a sibling: no more children
+            if s.ts[c] > p:
+                break                      # a gap before this child
+            p = max(p, s.ts[c] + s.dur[c] + 1)
+            k += 1
+        return p if p == start or p < end else start
+
+
 def _meta_event(name: str, pid: int, tid: int | None, args: dict) -> bytes:
     ev = {"ph": "M", "name": name, "pid": pid}
     if tid is not None:
@@ -149,12 +180,15 @@ def write(trace: Trace, out: BinaryIO) -> None:
     for i in range(nflow):
         ends[f.src[i]] = ends.get(f.src[i], 0) + 1
         ends[f.dst[i]] = ends.get(f.dst[i], 0) + 1
+    sts_ = trace.slices.ts
     v2_out: dict[int, int] = {}
     v2_in: dict[int, int] = {}
     v1: list[int] = []
     for i in range(nflow):
         s, d = f.src[i], f.dst[i]
-        if ends[s] == 1 and ends[d] == 1:
+        # v2 binds in the order a viewer reads the events (by time, then file order): the source
+        # slice must come first, or the flow_in finds no flow yet
+        if ends[s] == 1 and ends[d] == 1 and (sts_[s], s) < (sts_[d], d):
             v2_out[s] = i + 1
             v2_in[d] = i + 1
         else:
@@ -188,12 +222,13 @@ def write(trace: Trace, out: BinaryIO) -> None:
         emit(b"".join(parts))
 
     # -- v1 flows for slices with several flow ends
+    point = _FlowPoints(trace) if v1 else None
     for i in v1:
         fid = nflow + 1 + i
         name = jstr[f.name[i]] if f.name[i] else b'"flow"'
         for ph, si in ((b"s", f.src[i]), (b"f", f.dst[i])):
             emit(b'{"ph":"%s","id":%d,"name":%s,"cat":%s,"ts":%s,%s,"bp":"e"}'
-                 % (ph, fid, name, name, us(sts[si] - base).encode(), where[strack[si]]))
+                 % (ph, fid, name, name, us(point.at(si) - base).encode(), where[strack[si]]))
 
     # -- instants
     ins = trace.instants

@@ -1,0 +1,343 @@
+"""The generic Chrome Trace Event JSON reader: every phase, the repair path, both writers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+import traceconv
+from traceconv.convert.chrome import ChromeReader, sniff, us_to_ns
+from traceconv.errors import TraceconvError, WarningCode
+from traceconv.layout import nest
+from traceconv.model import Clock, TrackKind
+
+from chrome_input import load as load_input
+from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
+
+FIX = Path(__file__).parent / "fixtures" / "chrome_json"
+WEIRD = 'quote " backslash \\ newline \n tab \t ünïcødé 中文 🚀'
+
+
+def read(doc, cls=ChromeReader):
+    data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+    r = cls(data=data)
+    trace = r.read()
+    assert sum(r.used.values()) + r.dropped == r.n_events, (dict(r.used), r.dropped, r.n_events)
+    return trace, r
+
+
+def slices(trace):
+    st = trace.strings
+    s = trace.slices
+    return sorted((st[s.name[i]], s.ts[i], s.dur[i], trace.track_label(trace.tracks[s.track[i]]))
+                  for i in range(len(s)))
+
+
+def warned(trace, code):
+    return sum(w.count for w in trace.diagnostics.warnings if w.code is code)
+
+
+def both_outputs_agree(trace, tmp_path):
+    nest(trace)
+    traceconv.save(trace, tmp_path / "o.json")
+    traceconv.save(trace, tmp_path / "o.pftrace")
+    m = from_model(trace)
+    assert_same_timeline(m, read_chrome_json(tmp_path / "o.json"))
+    assert_same_timeline(m, read_perfetto(tmp_path / "o.pftrace"))
+    return m
+
+
+# ---------------------------------------------------------------- numbers and ids
+
+@pytest.mark.parametrize("text,ns", [
+    (b"12", 12000), (b"12.345", 12345), (b"-12.345", -12345), (b"12.5", 12500), (b"0.001", 1),
+    (b"4378354946620.791", 4378354946620791), (b"1661203462598738", 1661203462598738000),
+    (b'"123.456"', 123456), (b"1.5e3", 1500000), (b"12.3456", 12346), (b"x", None), (b"", None),
+])
+def test_us_to_ns_is_exact(text, ns):
+    assert us_to_ns(text) == ns
+
+
+def test_ts_as_string_pid_tid_as_strings_and_64bit_ids():
+    big = 17510480809887784029
+    trace, _ = read({"traceEvents": [
+        {"ph": "X", "name": "a", "ts": "1700000000123456.789", "dur": "2.5", "pid": "Spans", "tid": "span"},
+        {"ph": "X", "name": "b", "ts": 1700000000123457, "dur": 1, "pid": big, "tid": big},
+        {"ph": "X", "name": "c", "ts": 1700000000123458, "dur": 1, "pid": big - 1, "tid": 7},
+    ]})
+    assert slices(trace) == [("a", 1700000000123456789, 2500, "span"),
+                             ("b", 1700000000123457000, 1000, f"tid {big}"),
+                             ("c", 1700000000123458000, 1000, "thread 7")]
+    procs = {p.raw_pid: p for p in trace.processes}
+    assert procs["Spans"].name == "Spans"
+    assert procs[big].pid != procs[big - 1].pid            # 64-bit hashes stay apart
+    assert all(0 <= p.pid < 2**31 for p in trace.processes)
+    assert procs[big].name == f"pid {big}"
+    assert trace.meta.clock is Clock.UNIX
+
+
+def test_relative_times_give_a_relative_clock():
+    trace, _ = read([{"ph": "X", "name": "a", "ts": 10, "dur": 5, "pid": 1, "tid": 1}])
+    assert trace.meta.clock is Clock.RELATIVE
+    assert slices(trace) == [("a", 10000, 5000, "thread 1")]
+
+
+# ---------------------------------------------------------------- B/E
+
+def test_begin_end_matching_like_perfetto():
+    ev = [
+        {"ph": "B", "name": "outer", "ts": 0, "pid": 1, "tid": 1, "args": {"a": 1}},
+        {"ph": "B", "name": "inner", "ts": 1, "pid": 1, "tid": 1},
+        {"ph": "E", "ts": 2, "pid": 1, "tid": 1},                       # no name: closes the top
+        {"ph": "B", "name": "left-open", "ts": 3, "pid": 1, "tid": 1},
+        {"ph": "E", "name": "outer", "ts": 4, "pid": 1, "tid": 1, "args": {"b": 2}},  # closes outer, ends left-open
+        {"ph": "E", "name": "nothing", "ts": 5, "pid": 1, "tid": 1},    # closes nothing: dropped
+        {"ph": "B", "name": "never-ended", "ts": 6, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "last", "ts": 7, "dur": 3, "pid": 1, "tid": 2},
+        # out of order in the file: sorted by time per thread
+        {"ph": "E", "name": "late", "ts": 21, "pid": 1, "tid": 3},
+        {"ph": "B", "name": "late", "ts": 20, "pid": 1, "tid": 3},
+    ]
+    trace, r = read(ev)
+    assert slices(trace) == [
+        ("inner", 1000, 1000, "thread 1"), ("last", 7000, 3000, "thread 2"),
+        ("late", 20000, 1000, "thread 3"),
+        ("left-open", 3000, 1000, "thread 1"), ("never-ended", 6000, 15000, "thread 1"),   # to the last ts
+        ("outer", 0, 4000, "thread 1"),
+    ]
+    outer = [i for i in range(len(trace.slices)) if trace.strings[trace.slices.name[i]] == "outer"][0]
+    assert trace.slice_args(outer) == {"a": 1, "b": 2}            # E args merged in
+    assert warned(trace, WarningCode.UNMATCHED_END) == 1
+    assert warned(trace, WarningCode.UNMATCHED_BEGIN) == 2          # left-open + never-ended
+    assert r.dropped == 1
+
+
+def test_begin_end_same_name_nest_and_category_must_match():
+    ev = [
+        {"ph": "B", "name": "f", "cat": "a", "ts": 0, "pid": 1, "tid": 1},
+        {"ph": "B", "name": "f", "cat": "b", "ts": 1, "pid": 1, "tid": 1},
+        {"ph": "E", "name": "f", "cat": "a", "ts": 5, "pid": 1, "tid": 1},
+        {"ph": "E", "name": "f", "cat": "b", "ts": 6, "pid": 1, "tid": 1},
+    ]
+    trace, _ = read(ev)
+    # E(cat a) closes the cat-a slice and ends the inner one with it; E(cat b) then matches nothing
+    assert slices(trace) == [("f", 0, 5000, "thread 1"), ("f", 1000, 4000, "thread 1")]
+    assert warned(trace, WarningCode.UNMATCHED_END) == 1
+
+
+# ---------------------------------------------------------------- instants, counters, metadata
+
+def test_instants_counters_and_metadata():
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "proc"}},
+        {"ph": "M", "name": "process_sort_index", "pid": 1, "args": {"sort_index": 5}},
+        {"ph": "M", "name": "process_labels", "pid": 1, "args": {"labels": "CPU,main"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "worker"}},
+        {"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": 2, "args": {"sort_index": 3}},
+        {"ph": "M", "name": "process_name", "pid": 99, "args": {"name": "no events"}},
+        {"ph": "M", "name": "something_else", "pid": 1, "args": {}},
+        {"ph": "i", "name": "t", "ts": 1, "pid": 1, "tid": 2},
+        {"ph": "I", "name": "p", "s": "p", "ts": 2, "pid": 1, "tid": 2},
+        {"ph": "i", "name": "g", "s": "g", "ts": 3, "pid": 1, "tid": 2},
+        {"ph": "C", "name": "mem", "ts": 4, "pid": 1, "args": {"used": 10, "free": "5.5"}},
+        {"ph": "C", "name": "mem", "ts": 5, "pid": 1, "args": {"used": 11, "free": 4}},
+        {"ph": "C", "name": "q", "ts": 4, "pid": 1, "id": 7, "args": {"value": 1}},
+        {"ph": "C", "name": "bad", "ts": 4, "pid": 1, "args": {}},
+        {"ph": "X", "name": "x", "ts": 0, "dur": 9, "pid": 1, "tid": 2},
+    ]
+    trace, r = read(ev)
+    p = next(p for p in trace.processes if p.raw_pid == 1)
+    assert (p.name, p.sort_index, p.labels) == ("proc", 5, ["CPU", "main"])
+    th = next(t for t in trace.threads if t.raw_tid == 2)
+    assert (th.name, th.sort_index) == ("worker", 3)
+    assert not any(p.name == "no events" for p in trace.processes)
+    scopes = {trace.strings[trace.instants.name[i]]: trace.tracks[trace.instants.track[i]]
+              for i in range(len(trace.instants))}
+    assert scopes["t"].kind is TrackKind.THREAD
+    assert scopes["p"].kind is TrackKind.PROCESS
+    assert scopes["g"].process is None
+    series = {}
+    for i in range(len(trace.counters)):
+        series.setdefault(trace.tracks[trace.counters.track[i]].name, []).append(trace.counters.value[i])
+    assert series == {"mem used": [10.0, 11.0], "mem free": [5.5, 4.0], "q id: 7": [1.0]}
+    assert r.dropped == 2         # something_else, bad counter
+    assert warned(trace, WarningCode.DROPPED_EVENT) == 2
+
+
+# ---------------------------------------------------------------- async, legacy async, unknown
+
+def test_async_events_get_their_own_tracks():
+    ev = [
+        {"ph": "b", "name": "req", "cat": "net", "id": "0x10", "ts": 0, "pid": 1, "tid": 1},
+        {"ph": "b", "name": "req", "cat": "net", "id": "0x11", "ts": 1, "pid": 1, "tid": 1},
+        {"ph": "n", "name": "mark", "cat": "net", "id": "0x10", "ts": 2, "pid": 1, "tid": 1},
+        {"ph": "e", "name": "req", "cat": "net", "id": "0x10", "ts": 5, "pid": 1, "tid": 1},
+        {"ph": "e", "name": "req", "cat": "net", "id": "0x11", "ts": 3, "pid": 1, "tid": 1},
+        {"ph": "b", "name": "g", "cat": "x", "id2": {"global": 5}, "ts": 0, "pid": 1, "tid": 1},
+        {"ph": "e", "name": "g", "cat": "x", "id2": {"global": 5}, "ts": 9, "pid": 2, "tid": 1},
+        {"ph": "S", "name": "legacy", "cat": "y", "id": 3, "ts": 0, "pid": 1, "tid": 1},
+        {"ph": "T", "name": "legacy", "cat": "y", "id": 3, "ts": 1, "pid": 1, "tid": 1, "args": {"step": "s1"}},
+        {"ph": "F", "name": "legacy", "cat": "y", "id": 3, "ts": 4, "pid": 1, "tid": 1},
+        {"ph": "b", "name": "noid", "ts": 0, "pid": 1, "tid": 1},
+        {"ph": "P", "name": "sample", "ts": 0, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "nodur", "ts": 0, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "nots", "dur": 1, "pid": 1, "tid": 1},
+        {"name": "noph", "ts": 1, "pid": 1, "tid": 1},
+    ]
+    trace, r = read(ev)
+    got = slices(trace)
+    assert ("req", 0, 5000, "req") in got and ("req", 1000, 2000, "req") in got
+    req_tracks = {trace.slices.track[i] for i in range(len(trace.slices))
+                  if trace.strings[trace.slices.name[i]] == "req"}
+    assert len(req_tracks) == 2                                 # one track per async id
+    assert ("g", 0, 9000, "g") in got
+    g = next(i for i in range(len(trace.slices)) if trace.strings[trace.slices.name[i]] == "g")
+    assert trace.tracks[trace.slices.track[g]].process is None  # id2.global: not tied to a process
+    assert ("legacy", 0, 4000, "legacy") in got
+    names = sorted(trace.strings[n] for n in trace.instants.name)
+    assert names == ["legacy", "mark"]
+    assert r.dropped == 5
+    assert warned(trace, WarningCode.UNKNOWN_PHASE) == 2      # P, and the event without ph
+
+
+# ---------------------------------------------------------------- flows
+
+def test_v1_flow_binding_rules():
+    ev = [
+        {"ph": "X", "name": "parent", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "child", "ts": 2, "dur": 3, "pid": 1, "tid": 1},
+        {"ph": "s", "name": "f", "cat": "c", "id": 1, "ts": 3, "pid": 1, "tid": 1},    # -> child (innermost)
+        {"ph": "t", "name": "f", "cat": "c", "id": 1, "ts": 21, "pid": 1, "tid": 3},   # -> step
+        {"ph": "X", "name": "step", "ts": 20, "dur": 5, "pid": 1, "tid": 3},
+        {"ph": "f", "name": "f", "cat": "c", "id": 1, "ts": 30, "pid": 1, "tid": 2},   # no bp: next slice
+        {"ph": "X", "name": "next", "ts": 31, "dur": 1, "pid": 1, "tid": 2},
+        {"ph": "X", "name": "encl", "ts": 40, "dur": 5, "pid": 1, "tid": 2},
+        {"ph": "s", "name": "g", "cat": "c", "id": "0x2", "ts": 8, "pid": 1, "tid": 1},  # -> parent
+        {"ph": "f", "name": "g", "cat": "c", "id": "2", "ts": 41, "pid": 1, "tid": 2, "bp": "e"},  # -> encl
+        {"ph": "s", "name": "h", "cat": "c", "id": 9, "ts": 50, "pid": 1, "tid": 1},   # binds to nothing
+        {"ph": "f", "name": "h", "cat": "c", "id": 9, "ts": 51, "pid": 1, "tid": 2, "bp": "e"},
+        {"ph": "f", "name": "orphan", "cat": "c", "id": 10, "ts": 41, "pid": 1, "tid": 2, "bp": "e"},
+    ]
+    trace, r = read(ev)
+    st = trace.strings
+    name = lambda i: st[trace.slices.name[i]]    # noqa: E731
+    links = sorted((name(trace.flows.src[i]), name(trace.flows.dst[i])) for i in range(len(trace.flows)))
+    assert links == [("child", "step"), ("parent", "encl"), ("step", "next")]
+    assert r.used["flow event"] == 5
+    assert r.dropped == 3                       # h's two ends, the orphan
+    assert warned(trace, WarningCode.UNRESOLVED_FLOW) == 3
+
+
+def test_perfetto_flow_samples(tmp_path):
+    expect = {
+        "perfetto_flow_events_json_v1.json": [("SenderA", "OtherSlice"), ("OtherSlice", "SomeSlice"),
+                                              ("SenderB", "Blergh")],
+        "perfetto_flow_events_json_v2.json": [("SenderA", "OtherSlice"), ("OtherSlice", "SomeSlice"),
+                                              ("OtherSlice", "SomeOtherSlice"), ("SenderB", "Blergh")],
+        "perfetto_connected_flow_data.json": [
+            ("Flow0_Slice0", "Flow0_Slice1"), ("Flow1_Slice0", "Flow1_Slice1a"), ("Flow1_Slice0", "Flow1_Slice1b"),
+            ("Flow2_Slice0", "Flow2_Slice1"), ("Flow2_Slice1", "Flow2_Slice2"), ("Flow2_Slice2", "Flow2_Slice3b"),
+            ("Flow2_Slice2a", "Flow2_Slice3a")],
+    }
+    for fname, links in expect.items():
+        trace = traceconv.load(FIX / fname)
+        assert trace.meta.source_format == "chrome-json"
+        st = trace.strings
+        got = sorted((st[trace.slices.name[trace.flows.src[i]]], st[trace.slices.name[trace.flows.dst[i]]])
+                     for i in range(len(trace.flows)))
+        assert got == sorted(links), fname
+        _, events = load_input(FIX / fname)
+        assert len(trace.slices) == sum(e["ph"] in ("X", "B") for e in events)
+        m = both_outputs_agree(trace, tmp_path)
+        assert len(m.flows) == len(links)
+
+
+# ---------------------------------------------------------------- repair path
+
+def test_trailing_comma_truncation_escapes_and_huge_numbers():
+    text = (b'{"traceEvents": [\n'
+            b'{"ph": "X", "name": "C:\\path\\q", "ts": 1, "dur": 1, "pid": 1, "tid": 1},\n'
+            b'{"ph": "X", "name": "ok", "ts": 2, "dur": 1, "pid": 1, "tid": 1, "args": {"n": 123456789012345678901234}},\n'
+            b'{"ph": "X", "name": "bro"ken", "ts": 3, "dur": 1, "pid": 1, "tid": 1},\n'
+            b'{"ph": "X", "name": "last", "ts": 4, "dur": 1, "pid": 1, "tid": 1},\n'
+            b'{"ph": "X", "name": "cut", "ts": 5, "du')
+    trace, r = read(text)
+    assert [s[0] for s in slices(trace)] == ["C:\\path\\q", "last", "ok"]
+    ok = next(i for i in range(len(trace.slices)) if trace.strings[trace.slices.name[i]] == "ok")
+    assert trace.slice_args(ok) == {"n": "123456789012345678901234"}
+    assert warned(trace, WarningCode.TRUNCATED_INPUT) == 1
+    assert r.dropped == 1 and r.n_events == 5 - 1      # the broken event; the cut one was never an event
+    trace2, _ = read(b'[{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1},]')
+    assert [s[0] for s in slices(trace2)] == ["a"]
+    assert not warned(trace2, WarningCode.TRUNCATED_INPUT)
+
+
+def test_not_a_trace_is_a_located_error(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text('{"nothing": 1}')
+    with pytest.raises(TraceconvError, match="traceEvents"):
+        traceconv.load(p, "chrome-json")
+    p.write_text("hello")
+    with pytest.raises(TraceconvError):
+        traceconv.load(p, "chrome-json")
+
+
+# ---------------------------------------------------------------- names and args through both writers
+
+def test_weird_names_and_args_survive_both_writers(tmp_path):
+    doc = {"traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": WEIRD}},
+        {"ph": "X", "name": WEIRD, "cat": WEIRD, "ts": "TS", "dur": 3, "pid": 1, "tid": 1,
+         "args": {WEIRD: [WEIRD, {"k": None, "n": -1.5}], "big": 18446744073709551615}},
+        {"ph": "i", "name": WEIRD, "ts": 1700000000000001, "pid": 1, "tid": 1, "args": {"x": 1}},
+        {"ph": "C", "name": WEIRD, "ts": 1700000000000001, "pid": 1, "args": {"v": 2}},
+    ]}
+    p = tmp_path / "in.json"
+    p.write_bytes(orjson.dumps(doc).replace(b'"TS"', b"1700000000000000.001"))   # a µs double can't hold it
+    trace = traceconv.load(p)
+    m = both_outputs_agree(trace, tmp_path)
+    (s,) = m.slices
+    assert (s.name, s.cat, s.track, s.ts, s.dur) == (WEIRD, WEIRD, WEIRD, 1700000000000000001, 3000)
+    assert json.loads(s.args) == {WEIRD: [WEIRD, {"k": None, "n": -1.5}], "big": 18446744073709551615}
+    assert m.instants[0][2] == WEIRD
+
+
+def test_traceconv_output_reads_back_to_the_same_timeline(tmp_path):
+    doc = {"traceEvents": [
+        {"ph": "X", "name": "a", "ts": 1700000000000000.123, "dur": 10, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "b", "ts": 1700000000000005, "dur": 10, "pid": 1, "tid": 1},   # overlaps a
+        {"ph": "b", "name": "as", "cat": "c", "id": 1, "ts": 1700000000000001, "pid": 1, "tid": 1},
+        {"ph": "e", "name": "as", "cat": "c", "id": 1, "ts": 1700000000000002, "pid": 1, "tid": 1},
+        {"ph": "i", "name": "g", "s": "g", "ts": 1700000000000003, "pid": 1, "tid": 1},
+        {"ph": "C", "name": "c", "ts": 1700000000000003, "pid": 1, "args": {"value": 3}},
+        {"ph": "s", "name": "fl", "cat": "fl", "id": 1, "ts": 1700000000000001, "pid": 1, "tid": 1},
+        {"ph": "f", "name": "fl", "cat": "fl", "id": 1, "ts": 1700000000000006, "pid": 1, "tid": 1, "bp": "e"},
+    ]}
+    p = tmp_path / "in.json"
+    p.write_bytes(orjson.dumps(doc))
+    trace = traceconv.load(p)
+    m = both_outputs_agree(trace, tmp_path)
+    back = traceconv.load(tmp_path / "o.json")
+    assert back.meta.clock is Clock.UNIX
+    nest(back)
+    assert_same_timeline(m, from_model(back))
+
+
+def test_sniff():
+    assert sniff(b'{"traceEvents": []}')
+    assert sniff(b'[{"ph": "X"}]')
+    assert sniff(b"[]")
+    assert not sniff(b'{"Time": {}, "Memory": {}, "Unit": {}}')
+    assert not sniff(b'{"graph_exec": {}, "profiler": {}}')
+    assert not sniff(b'{"name": "root", "total": 1}')
+
+
+def test_gzip_by_magic_bytes(tmp_path):
+    p = tmp_path / "no_suffix"
+    p.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}'))
+    trace = traceconv.load(p)
+    assert trace.meta.source_format == "chrome-json" and len(trace.slices) == 1

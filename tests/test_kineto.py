@@ -1,0 +1,202 @@
+"""PyTorch profiler / Kineto traces, on real files: counts, time base, devices, flows, memory, metadata."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+import traceconv
+from traceconv.convert.kineto import KinetoReader
+from traceconv.io import open_source
+from traceconv.layout import nest
+from traceconv.model import Clock, TrackKind
+
+from chrome_input import load as load_input
+from chrome_input import ns, slice_counts_by_cat, slice_set, slices_by_thread
+from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
+
+FIX = Path(__file__).parent / "fixtures" / "kineto"
+ALL = sorted(p.name for p in FIX.iterdir() if p.name.endswith((".json", ".gz")))
+WORKER = "generated_torch213_cpu_single_worker0.pt.trace.json.gz"     # relative ts + baseTimeNanoseconds
+GPU = "hta_critical_path_simple_add_trace.json.gz"                     # absolute integer µs, GPU, ac2g
+MEMORY = "hta_df_index_resolver_gpu_memory_events_EXCERPT.json.gz"
+LEGACY = "hta_trace_diff_control_legacy_async_cpu_to_gpu_EXCERPT.json.gz"
+
+
+def read(name: str):
+    r = KinetoReader(open_source(FIX / name))
+    return r.read(), r
+
+
+def base_of(header) -> int:
+    return int(header.get("baseTimeNanoseconds", 0))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_event_is_kept_or_counted_and_both_outputs_agree(name, tmp_path):
+    trace, r = read(name)
+    header, events = load_input(FIX / name)
+    assert r.n_events == len(events)
+    assert sum(r.used.values()) + r.dropped == len(events)
+    dropping = sum(w.count for w in trace.diagnostics.warnings
+                   if w.code.value in ("dropped-event", "unknown-phase", "unmatched-end", "unresolved-flow"))
+    assert dropping >= r.dropped
+    # slices per category and per thread, exactly as the file has X events
+    xs = [e for e in events if e["ph"] == "X"]
+    assert slice_counts_by_cat(trace) == Counter(e.get("cat", "") for e in xs)
+    assert slices_by_thread(trace) == Counter((e["pid"], e["tid"]) for e in xs)
+    assert len(trace.instants) == sum(e["ph"] == "i" for e in events)
+    # exact ns: every slice where the file puts it
+    base = base_of(header)
+    assert slice_set(trace) == Counter((e["name"], base + ns(e["ts"]), ns(e["dur"])) for e in xs)
+    assert trace.meta.clock is Clock.UNIX
+    nest(trace)
+    traceconv.save(trace, tmp_path / "o.json")
+    traceconv.save(trace, tmp_path / "o.pftrace")
+    m = from_model(trace)
+    assert_same_timeline(m, read_chrome_json(tmp_path / "o.json"))
+    assert_same_timeline(m, read_perfetto(tmp_path / "o.pftrace"))
+
+
+def test_relative_ts_and_base_time_to_the_ns():
+    trace, _ = read(WORKER)
+    st = trace.strings
+    s = trace.slices
+    step = [i for i in range(len(s)) if st[s.name[i]] == "ProfilerStep#2"]
+    assert len(step) == 1
+    # "ts": 4378354946802.729 µs after baseTimeNanoseconds 1790857026000000000
+    assert s.ts[step[0]] == 1790857026000000000 + 4378354946802729
+    assert trace.meta.extra["trace_id"] == "442C3459B50B4CACB02AD9D254771CD4"
+
+
+def test_absolute_integer_us_and_gpu_devices():
+    trace, _ = read(GPU)
+    procs = {p.raw_pid: p for p in trace.processes}
+    host, gpu0 = procs[493459], procs[0]
+    assert host.name == "python3.10" and host.labels == ["CPU"]
+    assert gpu0.name == "GPU 0" and "python3.10" in gpu0.labels
+    assert gpu0.sort_index > host.sort_index
+    streams = {t.name for t in trace.threads if t.process == gpu0.id}
+    assert "stream 7 " in streams
+    # the profiling window on the string pid "Spans", tid = span name; the window end: a global instant
+    spans = procs["Spans"]
+    (window,) = [i for i in range(len(trace.slices))
+                 if trace.tracks[trace.slices.track[i]].process == spans.id]
+    assert trace.strings[trace.slices.name[window]] == "PyTorch Profiler (0)"
+    assert trace.slices.ts[window] == 1694039968933321000 and trace.slices.dur[window] == 41602354000
+    assert trace.threads[trace.tracks[trace.slices.track[window]].thread].name == "PyTorch Profiler"
+    ends = [i for i in range(len(trace.instants)) if trace.strings[trace.instants.name[i]] == "Record Window End"]
+    assert trace.tracks[trace.instants.track[ends[0]]].process is None
+    assert trace.meta.rank == 0
+    assert trace.meta.extra["deviceProperties"][0]["name"] == "NVIDIA A100-PG509-200"
+
+
+@pytest.mark.parametrize("name,flow", [(GPU, "ac2g"), (LEGACY, "async_cpu_to_gpu"), (MEMORY, "ac2g")])
+def test_cpu_to_gpu_flows_link_launch_to_kernel(name, flow):
+    trace, _ = read(name)
+    _, events = load_input(FIX / name)
+    st = trace.strings
+    assert len(trace.flows) > 0
+    starts = {(e.get("cat"), e["id"]) for e in events if e["ph"] == "s"}
+    ends = {(e.get("cat"), e["id"]) for e in events if e["ph"] == "f"}
+    assert len(trace.flows) <= len(starts & ends)
+    for i in range(len(trace.flows)):
+        src, dst = trace.flows.src[i], trace.flows.dst[i]
+        assert st[trace.flows.name[i]] == flow
+        assert st[trace.slices.cat[src]] in ("cuda_runtime", "cuda_driver")
+        assert st[trace.slices.cat[dst]] in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync")
+        assert trace.processes[trace.tracks[trace.slices.track[dst]].process].name.startswith("GPU ")
+        assert trace.slice_args(src)["correlation"] == trace.slice_args(dst)["correlation"]
+
+
+def test_fwdbwd_flows_link_forward_op_to_its_backward():
+    trace, _ = read(WORKER)
+    st = trace.strings
+    assert len(trace.flows) == 16
+    for i in range(len(trace.flows)):
+        src, dst = trace.flows.src[i], trace.flows.dst[i]
+        assert st[trace.flows.name[i]] == "fwdbwd"
+        assert st[trace.slices.name[dst]].endswith("Backward0")
+        assert trace.slice_args(src)["Sequence number"] == trace.slice_args(dst)["Sequence number"]
+
+
+@pytest.mark.parametrize("name", [WORKER, MEMORY])
+def test_memory_instants_become_counters_that_sum(name):
+    trace, _ = read(name)
+    _, events = load_input(FIX / name)
+    mem = sorted((e for e in events if e.get("name") == "[memory]"), key=lambda e: ns(e["ts"]))
+    assert mem
+    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for i in range(len(trace.counters)):
+        t = trace.tracks[trace.counters.track[i]]
+        assert t.kind is TrackKind.COUNTER and t.unit == "bytes"
+        series[t.name].append((trace.counters.ts[i], trace.counters.value[i]))
+    by_dev: dict[str, list[dict]] = defaultdict(list)
+    for e in mem:
+        a = e["args"]
+        dev = "CPU" if a["Device Type"] == 0 else f"GPU {a['Device Id']}"
+        by_dev[dev].append(e)
+    assert set(series) == {f"{d} memory {w}" for d in by_dev for w in ("allocated", "reserved")}
+    for dev, evs in by_dev.items():
+        alloc = sorted(series[f"{dev} memory allocated"], key=lambda x: x[0])   # stable: file order on ties
+        assert [v for _, v in alloc] == [float(e["args"]["Total Allocated"]) for e in evs]
+        # each step of the allocated counter is the event's Bytes (allocations positive, frees negative)
+        steps = [b[1] - a[1] for a, b in zip(alloc, alloc[1:])]
+        assert steps == [float(e["args"]["Bytes"]) for e in evs[1:]]
+    if name == MEMORY:
+        gpu1 = next(p for p in trace.processes if p.raw_pid == 1)
+        assert any(t.process == gpu1.id and t.name == "GPU 1 memory allocated" for t in trace.tracks)
+    assert len(trace.instants) >= len(mem)          # the instants themselves stay, with their args
+
+
+def test_overlapping_slices_keep_their_exact_durations_in_both_outputs(tmp_path):
+    trace, _ = read(WORKER)
+    header, events = load_input(FIX / WORKER)
+    base = base_of(header)
+    expected = Counter((e["name"], base + ns(e["ts"]), ns(e["dur"])) for e in events if e["ph"] == "X")
+    nest(trace)
+    lanes = [t for t in trace.tracks if t.kind is TrackKind.LANE]
+    assert lanes, "this Kineto sample has CPU slices that overlap without nesting"
+    assert any(w.code.value == "overlap-lanes" for w in trace.diagnostics.warnings)
+    traceconv.save(trace, tmp_path / "o.json")
+    traceconv.save(trace, tmp_path / "o.pftrace")
+    for tl in (read_chrome_json(tmp_path / "o.json"), read_perfetto(tmp_path / "o.pftrace")):
+        assert Counter((s.name, s.ts, s.dur) for s in tl.slices) == expected
+
+
+def test_distributed_info_and_metadata_reach_both_outputs(tmp_path):
+    trace = traceconv.load(FIX / "hta_cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    assert trace.meta.source_format == "kineto"
+    assert (trace.meta.rank, trace.meta.world_size) == (34, 300)
+    assert trace.meta.extra["distributedInfo"]["backend"] == "gloo"
+    nest(trace)
+    traceconv.save(trace, tmp_path / "o.json")
+    traceconv.save(trace, tmp_path / "o.pftrace")
+    for tl in (read_chrome_json(tmp_path / "o.json"), read_perfetto(tmp_path / "o.pftrace")):
+        assert tl.metadata["distributedInfo"]["world_size"] == 300
+        assert tl.metadata["traceconv"]["rank"] == 34
+
+
+def test_json_output_reads_back_to_the_same_absolute_times(tmp_path):
+    trace = traceconv.load(FIX / WORKER)
+    nest(trace)
+    traceconv.save(trace, tmp_path / "o.json")
+    back = traceconv.load(tmp_path / "o.json")
+    assert back.meta.clock is Clock.UNIX
+    nest(back)
+    assert_same_timeline(from_model(trace), from_model(back))
+    assert len(back.counters) == len(trace.counters)      # memory counters not rebuilt twice
+
+
+def test_old_bare_array_torch_writer(tmp_path):
+    p = tmp_path / "trace.json"
+    p.write_text('[{"name": "aten::mm", "ph": "X", "ts": 100.5, "dur": 20, "tid": 3, "pid": "CPU functions",'
+                 ' "args": {}},\n{"name": "k", "ph": "X", "ts": 105, "dur": 2, "tid": 0, "pid": "CUDA functions",'
+                 ' "args": {}}]')
+    trace = traceconv.load(p)
+    assert trace.meta.source_format == "kineto"
+    assert trace.meta.clock is Clock.RELATIVE
+    assert sorted(p.name for p in trace.processes) == ["CPU functions", "CUDA functions"]
+    assert sorted(trace.slices.ts) == [100500, 105000]
