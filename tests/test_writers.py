@@ -6,6 +6,8 @@ import gzip
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import traceconv
 from traceconv.layout import nest
@@ -205,12 +207,13 @@ def test_layout_is_idempotent_and_counted_once():
     assert [w.count for w in trace.diagnostics.warnings] == [3]
 
 
-def test_many_batches_of_packets_lose_nothing(tmp_path):
-    """More packets than one write batch holds (regression: every 4096th packet was written empty)."""
+def test_many_chunks_of_packets_lose_nothing(tmp_path, monkeypatch):
+    """More packets than one write chunk holds (regression: every 4096th packet was written empty)."""
     from traceconv.writers import perfetto as pw
+    monkeypatch.setattr(pw, "_CHUNK", 997)
     t = Trace("test")
     th = t.thread(t.process(1, "p"), 1, "t")
-    n = pw._BATCH * 2 + 7
+    n = 4096 * 2 + 7
     for i in range(n):
         t.add_slice(th.track, i * 10, 5 + i % 3, f"s{i % 5}", None, {"i": i} if i % 2 else None)
     traceconv.save(t, tmp_path / "big.pftrace")
@@ -219,3 +222,46 @@ def test_many_batches_of_packets_lose_nothing(tmp_path):
     assert len(p.slices) == n
     assert sorted((s.ts, s.dur) for s in p.slices) == [(i * 10, 5 + i % 3) for i in range(n)]
     assert_same_timeline(read_chrome_json(tmp_path / "big.json"), p)
+
+
+def test_hand_encoded_tags_match_the_perfetto_protos():
+    """The writer encodes event packets itself: every tag must be the protos' field number and wire type."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    from traceconv.writers.perfetto import TAGS, varint
+    wire = {1: 1, 6: 1, 9: 2, 11: 2, 12: 2}     # double, fixed64: I64; string, message, bytes: LEN; else VARINT
+    for (message, field), got in TAGS.items():
+        f = getattr(pb, message).DESCRIPTOR.fields_by_name[field]
+        assert got == varint(f.number << 3 | wire.get(f.type, 0)), (message, field)
+    for message in ("EventCategory", "DebugAnnotationName"):       # laid out as EventName
+        for field in ("iid", "name"):
+            assert getattr(pb, message).DESCRIPTOR.fields_by_name[field].number == \
+                pb.EventName.DESCRIPTOR.fields_by_name[field].number
+
+
+def test_annotation_values_decode_to_what_was_encoded():
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    from traceconv.writers.perfetto import value_fields
+    from timeline import _ann_value
+    for v in (0, 1, -1, -(2**63), 2**63 - 1, 2**63, 2**64 - 1, 2**70, 1.5, -0.0, 1e300, "", "ü \" \n",
+              True, False, None, [], {}, [1, [2, "x"]], {"a": {"b": [None, 1.25]}}):
+        a = pb.DebugAnnotation()
+        a.ParseFromString(value_fields(v))
+        want = str(v) if isinstance(v, int) and v > 2**64 - 1 else v
+        assert _ann_value(a, {}) == want, v
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=50))
+def test_varints_are_what_protobuf_encodes(values):
+    """The writer's varints, one by one and vectorized, against protobuf's own encoding."""
+    import numpy as np
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    from traceconv.writers.perfetto import varint, varints
+    for v in values:
+        assert b"\x40" + varint(v) == pb.TracePacket(timestamp=v).SerializeToString()
+    small = [v for v in values if v < 2**63]
+    if small:
+        blob, off = varints(np.array(small, dtype=np.int64))
+        assert [blob[off[i]:off[i + 1]] for i in range(len(small))] == [varint(v) for v in small]
+    for v in (-1, -(2**63)):
+        assert pb.DebugAnnotation.FromString(b"\x20" + varint(v)).int_value == v
