@@ -46,6 +46,7 @@ import bisect
 import decimal
 import gc
 import json
+import math
 import re
 from array import array
 from collections import Counter, defaultdict
@@ -68,13 +69,18 @@ UNIX_US_MAX = 4_102_444_800_000_000
 
 
 class Event(msgspec.Struct, gc=False):
-    """One trace event, as much of it as any reader needs.  ``ts``/``dur``/``args`` stay raw text."""
+    """One trace event, as much of it as any reader needs.  ``args`` stays raw JSON text.
+
+    ``ts``/``dur`` are decoded as numbers: integers are exact, and so are doubles below 2^43 µs with
+    up to 3 decimals (Kineto's relative times, every profile-relative clock); a file with larger
+    fractional times is decoded again as :class:`ExactEvent`, whose times stay text.
+    """
 
     ph: str = ""
     name: str | None = None
     cat: str | None = None
-    ts: Raw = Raw()
-    dur: Raw = Raw()
+    ts: int | float | str | None = None
+    dur: int | float | str | None = None
     pid: int | float | str | None = None
     tid: int | float | str | None = None
     id: int | float | str | None = None
@@ -87,8 +93,17 @@ class Event(msgspec.Struct, gc=False):
     flow_out: bool = False
 
 
+class ExactEvent(Event, gc=False):
+    """An :class:`Event` whose times stay JSON text (for fractional µs too large for a double)."""
+
+    ts: Raw = Raw()      # type: ignore[assignment]
+    dur: Raw = Raw()     # type: ignore[assignment]
+
+
 _TOP = msgspec.json.Decoder(dict[str, Raw])
 _EVENTS = msgspec.json.Decoder(list[Event])
+_EXACT_EVENTS = msgspec.json.Decoder(list[ExactEvent])
+EXACT_FLOAT_US = float(2**43)   # below it a double with 3 decimals still pins down the ns
 
 
 # ---------------------------------------------------------------- decoding the container
@@ -119,16 +134,32 @@ def decode(data: bytes, what: str = WHAT) -> Document:
         raise TraceconvError(f"not a {what}: expected a JSON object or array at the start")
     try:
         if start == b"[":
-            return Document({}, _EVENTS.decode(data), True)
-        top = _TOP.decode(data)
-        raw_events = top.pop("traceEvents", None)
-        header = {k: _header_value(v) for k, v in top.items()}
-        if raw_events is None:
-            raise TraceconvError(f"not a {what}: the top-level object has no 'traceEvents' array")
-        events = _EVENTS.decode(raw_events)
-        return Document(header, events, False)
+            header: dict[str, Any] = {}
+            raw_events: Any = data
+        else:
+            top = _TOP.decode(data)
+            raw_events = top.pop("traceEvents", None)
+            header = {k: _header_value(v) for k, v in top.items()}
+            if raw_events is None:
+                raise TraceconvError(f"not a {what}: the top-level object has no 'traceEvents' array")
+        events: list[Event] = _EVENTS.decode(raw_events)
+        if _has_inexact_times(events):
+            events = _EXACT_EVENTS.decode(raw_events)
+        return Document(header, events, start == b"[")
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _decode_tolerant(data, what)
+
+
+def _has_inexact_times(events: list[Event]) -> bool:
+    lim = EXACT_FLOAT_US
+    for ev in events:
+        t = ev.ts
+        if type(t) is float and not -lim < t < lim:
+            return True
+        d = ev.dur
+        if type(d) is float and not -lim < d < lim:
+            return True
+    return False
 
 
 _BAD_ESCAPE = re.compile(r'\\(?!["\\/bfnrtu])')
@@ -208,7 +239,10 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
     if skipped:
         problems.append((WarningCode.DROPPED_EVENT, "events that are not valid JSON (e.g. a name with an "
                          "unescaped quote) were skipped", skipped))
-    events, bad = events_from_dicts(dicts)
+    events, bad, fixed = events_from_dicts(dicts)
+    if fixed:
+        problems.append((WarningCode.CLAMPED_VALUE, "values no viewer can hold (numbers beyond 64 bits or a "
+                         "double, text with lone surrogates) were kept as text or with '?'", fixed))
     if bad:
         problems.append((WarningCode.DROPPED_EVENT, "array entries that are not event objects were skipped", bad))
     problems.append((WarningCode.NOTE, "the JSON needed the repairing reader (slower): "
@@ -217,12 +251,26 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
 
 
 def _jsonable(v: Any, fixed: list[int]) -> Any:
+    """Python's json output made safe for orjson and the writers: numbers a double or 64-bit integer
+    cannot hold, and strings with lone surrogates, become strings (counted in ``fixed``)."""
     if isinstance(v, decimal.Decimal):
+        if v == v.to_integral_value() and -(2**63) <= v < 2**64:
+            return int(v)
         f = float(v)
-        return int(v) if v == v.to_integral_value() and abs(v) < 2**63 else f
+        if math.isinf(f):
+            fixed[0] += 1
+            return str(v)
+        return f
     if isinstance(v, int) and not isinstance(v, bool) and not (-(2**63) <= v < 2**64):
         fixed[0] += 1
         return str(v)
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            fixed[0] += 1
+            return v.encode("utf-8", "replace").decode("utf-8")
+        return v
     if isinstance(v, dict):
         return {str(k): _jsonable(x, fixed) for k, x in v.items()}
     if isinstance(v, list):
@@ -230,16 +278,17 @@ def _jsonable(v: Any, fixed: list[int]) -> Any:
     return v
 
 
-def _raw_num(v: Any) -> Raw:
+def _num(v: Any) -> int | str | None:
+    """A ts/dur from Python's json (decimals as Decimal): ints stay ints, the rest exact text."""
     if v is None or isinstance(v, bool):
-        return Raw()
-    if isinstance(v, (int, decimal.Decimal)):
-        return Raw(str(v).encode())
-    if isinstance(v, float):
-        return Raw(repr(v).encode())
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, (decimal.Decimal, float)):
+        return str(v)
     if isinstance(v, str):
-        return Raw(orjson.dumps(v))
-    return Raw()
+        return v
+    return None
 
 
 def _id(v: Any) -> Any:
@@ -250,33 +299,37 @@ def _id(v: Any) -> Any:
     return None if v is None else str(v)
 
 
-def events_from_dicts(dicts: list[Any]) -> tuple[list[Event], int]:
-    """Build Events from decoded dicts (the slow path); returns (events, entries that were not objects)."""
+def _text(v: Any, fixed: list[int]) -> str | None:
+    return None if v is None else _jsonable(v if isinstance(v, str) else str(v), fixed)
+
+
+def events_from_dicts(dicts: list[Any]) -> tuple[list[Event], int, int]:
+    """Build Events from decoded dicts (the slow path); returns (events, entries that were not
+    objects, values that had to be changed to be written: see :func:`_jsonable`)."""
     out: list[Event] = []
     bad = 0
+    fixed = [0]
     for d in dicts:
         if not isinstance(d, dict):
             bad += 1
             continue
-        fixed = [0]
         args = d.get("args")
         raw_args = Raw()
         if args is not None:
             raw_args = Raw(json.dumps(_jsonable(args, fixed), ensure_ascii=False, separators=(",", ":")).encode())
         id2 = d.get("id2")
-        name, cat, ph, s, bp = (d.get(k) for k in ("name", "cat", "ph", "s", "bp"))
+        name, cat, ph, s, bp = (_text(d.get(k), fixed) for k in ("name", "cat", "ph", "s", "bp"))
+        pid, tid = (_jsonable(_id(d.get(k)), fixed) for k in ("pid", "tid"))
         out.append(Event(
-            ph=str(ph) if ph is not None else "",
-            name=str(name) if name is not None else None,
-            cat=str(cat) if cat is not None else None,
-            ts=_raw_num(d.get("ts")), dur=_raw_num(d.get("dur")),
-            pid=_id(d.get("pid")), tid=_id(d.get("tid")), id=_id(d.get("id")),
+            ph=ph or "", name=name, cat=cat,
+            ts=_num(d.get("ts")), dur=_num(d.get("dur")),
+            pid=pid, tid=tid, id=_id(d.get("id")),
             id2=Raw(json.dumps(_jsonable(id2, fixed)).encode()) if isinstance(id2, dict) else Raw(),
-            s=str(s) if s is not None else None, bp=str(bp) if bp is not None else None,
+            s=s, bp=bp,
             args=raw_args, bind_id=_id(d.get("bind_id")),
             flow_in=bool(d.get("flow_in")), flow_out=bool(d.get("flow_out")),
         ))
-    return out, bad
+    return out, bad, fixed[0]
 
 
 # ---------------------------------------------------------------- numbers
@@ -297,6 +350,23 @@ def us_to_ns(b: bytes) -> int | None:
         except ValueError:
             pass
     return _slow_ns(b)
+
+
+def time_ns(v: Any) -> int | None:
+    """An event's ts/dur (µs: int, double, numeric string or raw JSON text) → integer ns."""
+    t = type(v)
+    if t is int:
+        return v * 1000
+    if t is float:
+        if -EXACT_FLOAT_US < v < EXACT_FLOAT_US:
+            w = math.floor(v)
+            return w * 1000 + round((v - w) * 1000)
+        return round(v * 1000)
+    if t is str:
+        return _slow_ns(v.encode())
+    if v is None:
+        return None
+    return us_to_ns(bytes(v)) if len(v) else None
 
 
 def _slow_ns(b: bytes) -> int | None:
@@ -324,26 +394,51 @@ def number(v: Any) -> float | None:
     return None
 
 
+_DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+
+
+def _risky(b: bytes) -> bool:
+    """Whether orjson may refuse this JSON text: an escape that may be a lone surrogate, or a number
+    with a 3-digit exponent (infinite as a double).  Plain finds: a regex costs 10x more here."""
+    if b"\\u" in b:
+        return True
+    if b"e+" in b or b"E+" in b:          # how serializers write big exponents ("1e+400")
+        t = b.translate(_DIGITS_TO_0)
+        return b"e+000" in t or b"E+000" in t
+    return False
+
+
+_NEWLINE_INDENT = re.compile(rb"\n[ \t\r]*")
+
+
 def compact_args(raw: Raw | bytes) -> tuple[bytes | None, bool]:
-    """Args text → compact JSON object bytes (None if empty); second item: whether it had to be changed."""
+    """Args text → JSON object bytes for the model (None if empty); second item: whether it had to be
+    changed.  msgspec has checked the syntax, so an object is kept as it is with its line breaks
+    removed (a JSON string cannot hold a raw one); only text with what orjson may refuse (lone
+    surrogates, infinite numbers) or that is not an object is rebuilt."""
     if not len(raw):
         return None, False
+    b = raw if type(raw) is bytes else bytes(raw)
+    if b[:1] == b"{" and not _risky(b):
+        if b"\n" in b:
+            b = _NEWLINE_INDENT.sub(b"", b)
+        return (None if b == b"{}" else b), False
     try:
-        v = orjson.loads(raw if isinstance(raw, bytes) else memoryview(raw))
+        v = orjson.loads(b)
     except orjson.JSONDecodeError:
         fixed = [0]
         try:
-            v = _jsonable(json.loads(bytes(raw), parse_float=decimal.Decimal), fixed)
+            v = _jsonable(json.loads(b, parse_float=decimal.Decimal), fixed)
         except ValueError:
-            return orjson.dumps({"args": bytes(raw).decode("utf-8", "replace")}), True
-        b = json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode()
+            return orjson.dumps({"args": b.decode("utf-8", "replace")}), True
+        out = json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode()
         try:
-            orjson.loads(b)
+            orjson.loads(out)
         except orjson.JSONDecodeError:
-            return orjson.dumps({"args": bytes(raw).decode("utf-8", "replace")}), True
+            return orjson.dumps({"args": b.decode("utf-8", "replace")}), True
         if not isinstance(v, dict):
             return orjson.dumps({"args": v}), True
-        return (b if v else None), bool(fixed[0])
+        return (out if v else None), bool(fixed[0])
     if isinstance(v, dict):
         return (orjson.dumps(v) if v else None), False
     if v is None:
@@ -465,14 +560,15 @@ class ChromeReader:
         else:
             self.trace.meta.clock = Clock.UNIX if looks_unix(events) else Clock.RELATIVE
 
-    def ts_converter(self) -> Callable[[bytes], int | None]:
+    def ts_converter(self) -> Callable[[Any], int | None]:
+        """ts value (see :func:`time_ns`) → ns on the trace's clock."""
         base = self.base_ns
         if not base:
-            return us_to_ns
+            return time_ns
 
-        def conv(b: bytes) -> int | None:
-            v = us_to_ns(b)
-            return None if v is None else v + base
+        def conv(v: Any) -> int | None:
+            ns = time_ns(v)
+            return None if ns is None else ns + base
         return conv
 
     def on_metadata(self, ev: Event, args: dict[str, Any]) -> bool:
@@ -568,18 +664,29 @@ class ChromeReader:
         max_ts = -(2**63)
         changed_args = 0
         begins = self._begins
+        exact = bool(events) and type(events[0]) is ExactEvent
+        # the common case inlined (time_ns + the base): no dialect changes how times are read
+        plain = type(self).ts_converter is ChromeReader.ts_converter and not exact
+        base = self.base_ns
+        lim = EXACT_FLOAT_US
+        floor = math.floor
         for seq, ev in enumerate(events):
             ph = ev.ph
-            raw_ts = ev.ts
-            if raw_ts:
-                ts = conv(bytes(raw_ts))
+            t = ev.ts
+            if plain and type(t) is float and -lim < t < lim:
+                w = floor(t)
+                ts = w * 1000 + round((t - w) * 1000) + base
+            elif plain and type(t) is int:
+                ts = t * 1000 + base
+            elif t is not None and (not exact or len(t)):
+                ts = conv(t)
                 if ts is None:
                     if ph != "M":
                         self.drop(WarningCode.DROPPED_EVENT, "events whose 'ts' is not a number were dropped")
                         continue
                     ts = 0
             elif ts_zero:
-                ts = conv(b"0")
+                ts = conv(0)
             elif ph == "M":
                 ts = 0
             else:
@@ -597,9 +704,9 @@ class ChromeReader:
                 tid = norm_id(tid)
 
             if ph == "X":
-                raw_dur = ev.dur
-                if raw_dur:
-                    dur = us_to_ns(bytes(raw_dur))
+                d = ev.dur
+                if d is not None and (not exact or len(d)):
+                    dur = time_ns(d)
                 elif dur_zero:
                     dur = 0
                 else:
@@ -1110,9 +1217,9 @@ def looks_unix(events: list[Event], sample: int = 2000) -> bool:
     """Whether the timestamps look like absolute Unix µs (checks the first events that have one)."""
     seen = 0
     for ev in events:
-        if ev.ph == "M" or not ev.ts:
+        if ev.ph == "M" or ev.ts is None:
             continue
-        v = us_to_ns(bytes(ev.ts))
+        v = time_ns(ev.ts)
         if v is None:
             continue
         if not (UNIX_US_MIN * 1000 <= v <= UNIX_US_MAX * 1000):

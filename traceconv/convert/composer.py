@@ -31,7 +31,7 @@ from ..io import Source, open_source
 from ..model import Clock, Trace
 from ..schema import validate
 from ..schema.timeline import ComposerMeta
-from .chrome import ChromeReader, looks_like_own_output, Document, Event, us_to_ns
+from .chrome import ChromeReader, Document, Event, looks_like_own_output, time_ns
 from .kineto import KinetoReader, read_header
 
 WHAT = "Composer profiler trace"
@@ -93,9 +93,9 @@ class ComposerReader(ChromeReader):
         first_abs = None
         has_relative = False
         for ev in events:
-            if ev.ph == "M" or not ev.ts:
+            if ev.ph == "M" or ev.ts is None:
                 continue
-            v = us_to_ns(bytes(ev.ts))
+            v = time_ns(ev.ts)
             if v is None:
                 continue
             if v < RELATIVE_BELOW_NS:
@@ -138,11 +138,11 @@ class ComposerReader(ChromeReader):
                 return base, c.name
         return None
 
-    def ts_converter(self) -> Callable[[bytes], int | None]:
+    def ts_converter(self) -> Callable[[Any], int | None]:
         tb = self.torch_base_ns
 
-        def conv(b: bytes) -> int | None:
-            v = us_to_ns(b)
+        def conv(b: Any) -> int | None:
+            v = time_ns(b)
             if v is not None and v < RELATIVE_BELOW_NS:
                 v += tb
             return v

@@ -36,7 +36,7 @@ from ..io import Source
 from ..model import Clock, Trace
 from ..schema import validate
 from ..schema.timeline import KinetoHeader
-from .chrome import ChromeReader, looks_like_own_output, Document, Event, looks_unix
+from .chrome import ChromeReader, Document, Event, looks_like_own_output, looks_unix
 
 WHAT = "PyTorch profiler (Kineto) trace"
 _GPU_LABEL = re.compile(r"^GPU (\d+)$")

@@ -34,7 +34,7 @@ from ..io import Source
 from ..model import Clock, Trace
 from ..schema import validate
 from ..schema.timeline import MegEngineMetadata
-from .chrome import ChromeReader, looks_like_own_output, Document, Event, us_to_ns
+from .chrome import ChromeReader, Document, Event, looks_like_own_output, us_to_ns
 
 WHAT = "MegEngine chrome timeline"
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..io import Source
 from ..model import Trace, TrackKind
-from .chrome import ChromeReader, looks_like_own_output, Event
+from .chrome import ChromeReader, Event, looks_like_own_output
 
 WHAT = "MXNet profiler trace (profiler.dump())"
 
