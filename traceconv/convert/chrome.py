@@ -5,13 +5,16 @@ except where noted):
 
 * Container: an object with ``traceEvents`` (other top-level keys go to the trace metadata) or a
   bare array; ``.gz`` is detected by magic bytes.  Decoded with msgspec into one small Struct per
-  event (``args`` kept as raw JSON text, compacted once, never rebuilt as Python objects).
-  What msgspec rejects (trailing commas, a truncated array, invalid escapes, non-string names) goes
-  through a slower repair path, with a counted warning; a file cut short keeps every complete event.
-* ``ts``/``dur`` are µs (number or numeric string) and become exact integer ns (decimal digits are
-  kept, never rounded through a double).  The clock is Unix when the file says so
+  event; ``args`` stay JSON text (line breaks removed), never rebuilt as Python objects, and reach
+  the Chrome JSON output verbatim and the protobuf as debug annotations.  What msgspec rejects
+  (trailing commas, a truncated array, invalid escapes, lone surrogates, non-string names) goes
+  through a slower repair path with a counted warning; a file cut short keeps every complete event.
+* ``ts``/``dur`` are µs (number or numeric string) and become exact integer ns: a double is used
+  only below 2^43 µs, where 3 decimals still pin down the ns; a file with larger fractional times
+  is read again keeping them as text.  The clock is Unix when the file says so
   (``baseTimeNanoseconds``, traceconv's own ``metadata.traceconv.clock``) or when the times are
-  plausible Unix µs; otherwise relative.
+  plausible Unix µs; otherwise relative.  traceconv's own Chrome JSON output reads back to the
+  same timeline (its lanes and async tracks become tracks again, not threads).
 * pid/tid: numbers or strings, any size: the model gives out-of-range and string ids their own
   int32 numbers and keeps the raw one (a string pid/tid names its process/thread, as in Perfetto).
   A missing tid is the pid (Perfetto's rule); a missing pid is 0.
@@ -30,10 +33,13 @@ except where noted):
 * ``M`` → process/thread names, sort indexes and ``process_labels`` (applied to processes and
   threads that have events); other metadata events are counted.
 * Flows v1 (``s``/``t``/``f``, identity = category + name + id, string ids read as hex like
-  Perfetto): ``s`` and ``t`` bind to the innermost slice open on their thread at their time, ``f``
-  with ``bp:"e"`` too, otherwise to the next slice that begins on the thread; a ``t`` makes two
-  links.  Flows v2: ``bind_id`` with ``flow_out``/``flow_in`` on ``X``/``B`` events.  Endpoints
-  that bind to no slice are counted.
+  Perfetto): ``s`` and ``t`` bind to the innermost slice open on their thread at their time (at
+  one time, in file order, as Perfetto's stable sort sees them: a slice is open from its begin
+  until its ``E``; an ``X`` through its end), ``f`` with ``bp:"e"`` too, otherwise to the next
+  slice that begins on the thread; a ``t`` makes two links.  One start and one end whose times
+  are reversed (host/device clock skew) are still linked, with a note.  Flows v2: ``bind_id`` with
+  ``flow_out``/``flow_in`` on ``X``/``B`` events (a ``flow_in`` does not close the flow: fan-out).
+  Endpoints that bind to no slice are counted.
 * Every other phase is counted as unknown, never fatal.
 
 A dialect (Kineto, Composer, MXNet, MegEngine) is a subclass that overrides a few hooks: the time
