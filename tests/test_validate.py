@@ -91,3 +91,12 @@ def test_unreadable_input_exits_2(tmp_path):
     p.write_text("{not json")
     r = cli(p)
     assert r.returncode == 2 and r.stderr.startswith("traceconv: error: ")
+
+
+def test_events_out_of_order_within_a_thread_are_counted(tmp_path):
+    events = [{**X, "name": "c", "ts": 30, "dur": 1}, {**X, "name": "a", "ts": 10, "dur": 1},
+              {**X, "name": "other thread", "ts": 5, "dur": 1, "tid": 2}, {**X, "name": "b", "ts": 20, "dur": 1}]
+    found = {f.check: f for f in v.validate(trace(tmp_path, events)).findings}
+    assert found["events out of order"].count == 1 and found["events out of order"].severity == "info"
+    in_order = sorted(events, key=lambda e: e["ts"])
+    assert "events out of order" not in {f.check for f in v.validate(trace(tmp_path, in_order)).findings}

@@ -8,6 +8,8 @@ merge or misplace something, or will not load the file) or ``info``.  The checks
 * slices that overlap on one thread without nesting (Perfetto moves them to an overflow
   track or, before v57, drops them; chrome://tracing draws them wrongly);
 * negative durations, and absurd ones (longer than a week);
+* events out of time order within their thread in the file (viewers sort them, so this is
+  information, but a streaming consumer would not);
 * timestamps on mixed time bases (two clusters more than 30 days apart: relative and
   absolute times in one file);
 * pids/tids outside 0..2^31-1 (Perfetto's JSON importer turns anything outside
@@ -24,6 +26,7 @@ import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -41,6 +44,7 @@ ABSURD_NS = 7 * 24 * 3600 * 10**9
 TIME_BASE_GAP_NS = 30 * 24 * 3600 * 10**9
 
 PROBLEM, INFO = "problem", "info"
+AGGREGATE = ("mlagents", "mxnet-stats", "megengine-static", "sample-factory")
 _FROM_READER = {
     WarningCode.UNMATCHED_BEGIN: ("unmatched B/E", PROBLEM),
     WarningCode.UNMATCHED_END: ("unmatched B/E", PROBLEM),
@@ -103,6 +107,48 @@ def _time_bases(ts: np.ndarray) -> tuple[int, int, int] | None:
     return None
 
 
+class _Timed(msgspec.Struct, gc=False):
+    ph: str = ""
+    ts: float | int | str | None = None
+    pid: int | float | str | None = None
+    tid: int | float | str | None = None
+
+
+_EVENTS = msgspec.json.Decoder(list[_Timed])
+_DOC = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def out_of_order(data: bytes) -> int | None:
+    """How many timed events come earlier than the one before them on the same thread, in file
+    order; None if the events cannot be decoded this way (the reader has said why)."""
+    try:
+        h = data.lstrip()[:1]
+        if h == b"[":
+            events = _EVENTS.decode(data)
+        else:
+            raw = _DOC.decode(data).get("traceEvents")
+            if raw is None:
+                return None
+            events = _EVENTS.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    last: dict[tuple, float] = {}
+    n = 0
+    for e in events:
+        if e.ph in ("M", "C", "s", "t", "f") or e.ts is None:
+            continue
+        try:
+            t = float(e.ts)
+        except ValueError:
+            continue
+        key = (e.pid, e.tid)
+        prev = last.get(key)
+        if prev is not None and t < prev:
+            n += 1
+        last[key] = t
+    return n
+
+
 def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
     findings: list[Finding] = []
     grouped: dict[tuple[str, str], list] = {}
@@ -150,7 +196,14 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
                             f"about {need / 2**20:,.0f} MB of the ~2 GB a browser tab can use"))
     if path is not None:
         size = _content_size(path)
-        if trace.meta.source_format not in ("perfetto",) and open_source(path).head.lstrip()[:1] in (b"{", b"["):
+        source = open_source(path)
+        if trace.meta.source_format not in AGGREGATE and source.head.lstrip()[:1] in (b"{", b"["):
+            late = out_of_order(source.read_bytes())
+            if late:
+                findings.append(Finding("events out of order", INFO, late,
+                                        "events that come earlier than the one before them on their thread "
+                                        "(Perfetto and chrome://tracing sort them; a streaming reader would not)"))
+        if source.head.lstrip()[:1] in (b"{", b"["):
             sev = PROBLEM if size > CHROME_MAX_BYTES else INFO
             findings.append(Finding("chrome://tracing size", sev, size,
                                     f"{size / 2**20:,.1f} MB of JSON (chrome://tracing's limit is about 256 MB)"))
