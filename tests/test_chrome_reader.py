@@ -341,3 +341,21 @@ def test_gzip_by_magic_bytes(tmp_path):
     p.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}'))
     trace = traceconv.load(p)
     assert trace.meta.source_format == "chrome-json" and len(trace.slices) == 1
+
+
+@pytest.mark.parametrize("event", [
+    b'{"ph": "X", "name": "a", "ts": 1e400, "dur": 1, "pid": 1, "tid": 1}',
+    b'{"ph": "X", "name": "a", "ts": ' + b"9" * 5000 + b', "dur": 1, "pid": 1, "tid": 1}',
+    b'{"ph": "X", "name": "a", "ts": 10000000000000000000, "dur": 1, "pid": 1, "tid": 1}',
+    b'{"ph": "X", "name": "a\\ud800", "ts": 1, "dur": 1, "pid": "\\udc00", "tid": 1, "args": {"k\\ud800": 1}}',
+    b'{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "args": {"v": 1e+999}}',
+    b'{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "args": {"n": ' + b"7" * 5000 + b"}}",
+    b'{"ph": "C", "name": "c", "ts": 1, "pid": 1, "args": {"v": "NaN?"}}',
+])
+def test_values_no_viewer_can_hold_are_changed_or_dropped_never_fatal(event, tmp_path):
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents": [' + event + b',\n{"ph": "X", "name": "ok", "ts": 2, "dur": 1, "pid": 1, "tid": 1}]}')
+    trace = traceconv.load(p)
+    assert "ok" in trace.strings.strings
+    assert trace.diagnostics.lossy() or len(trace.slices) == 2
+    both_outputs_agree(trace, tmp_path)

@@ -128,7 +128,7 @@ def _header_value(raw: Raw) -> Any:
         return orjson.loads(b)
     except orjson.JSONDecodeError:
         try:
-            return json.loads(b)
+            return _jsonable(json.loads(b, parse_float=decimal.Decimal), [0])
         except ValueError:
             return None
 
@@ -200,8 +200,8 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
         pos = m.end()
         head_text = text[i:m.start()].rstrip().rstrip(",") + "}"
         try:
-            header = dict(json.loads(head_text))
-        except ValueError:
+            header = _jsonable(dict(json.loads(head_text, parse_float=decimal.Decimal)), [0])
+        except (ValueError, TypeError):
             header = {}
     dicts: list[Any] = []
     skipped = 0
@@ -233,9 +233,9 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
         rest = text[pos:].strip()
         if rest.startswith(","):
             try:
-                header.update(json.loads("{" + rest[1:].rstrip().rstrip("}").rstrip().rstrip(",") + "}",
-                                         parse_float=float))
-            except ValueError:
+                header.update(_jsonable(json.loads("{" + rest[1:].rstrip().rstrip("}").rstrip().rstrip(",")
+                                                   + "}", parse_float=decimal.Decimal), [0]))
+            except (ValueError, TypeError):
                 pass
     if not closed:
         tail = n_text - pos
@@ -260,7 +260,7 @@ def _jsonable(v: Any, fixed: list[int]) -> Any:
     """Python's json output made safe for orjson and the writers: numbers a double or 64-bit integer
     cannot hold, and strings with lone surrogates, become strings (counted in ``fixed``)."""
     if isinstance(v, decimal.Decimal):
-        if v == v.to_integral_value() and -(2**63) <= v < 2**64:
+        if v.is_finite() and v == v.to_integral_value() and -(2**63) <= v < 2**64:
             return int(v)
         f = float(v)
         if math.isinf(f):
@@ -269,7 +269,7 @@ def _jsonable(v: Any, fixed: list[int]) -> Any:
         return f
     if isinstance(v, int) and not isinstance(v, bool) and not (-(2**63) <= v < 2**64):
         fixed[0] += 1
-        return str(v)
+        return _safe_str(v)
     if isinstance(v, str):
         try:
             v.encode("utf-8")
@@ -278,7 +278,7 @@ def _jsonable(v: Any, fixed: list[int]) -> Any:
             return v.encode("utf-8", "replace").decode("utf-8")
         return v
     if isinstance(v, dict):
-        return {str(k): _jsonable(x, fixed) for k, x in v.items()}
+        return {_jsonable(str(k), fixed): _jsonable(x, fixed) for k, x in v.items()}
     if isinstance(v, list):
         return [_jsonable(x, fixed) for x in v]
     return v
@@ -299,14 +299,24 @@ def _num(v: Any) -> int | str | None:
 
 def _id(v: Any) -> Any:
     if isinstance(v, decimal.Decimal):
-        return int(v) if v == v.to_integral_value() else float(v)
+        try:
+            return int(v) if v == v.to_integral_value() else float(v)
+        except (ArithmeticError, ValueError):
+            return str(v)
     if isinstance(v, (int, float, str)) and not isinstance(v, bool):
         return v
-    return None if v is None else str(v)
+    return None if v is None else _safe_str(v)
+
+
+def _safe_str(v: Any) -> str:
+    try:
+        return str(v)
+    except ValueError:          # an integer of thousands of digits
+        return f"<{v.bit_length()}-bit integer>"
 
 
 def _text(v: Any, fixed: list[int]) -> str | None:
-    return None if v is None else _jsonable(v if isinstance(v, str) else str(v), fixed)
+    return None if v is None else _jsonable(v if isinstance(v, str) else _safe_str(v), fixed)
 
 
 def events_from_dicts(dicts: list[Any]) -> tuple[list[Event], int, int]:
@@ -358,16 +368,20 @@ def us_to_ns(b: bytes) -> int | None:
     return _slow_ns(b)
 
 
+MAX_US = 4_000_000_000_000_000   # |ts| and dur beyond (year 2096 as Unix µs) leave no room in int64 ns
+
+
 def time_ns(v: Any) -> int | None:
-    """An event's ts/dur (µs: int, double, numeric string or raw JSON text) → integer ns."""
+    """An event's ts/dur (µs: int, double, numeric string or raw JSON text) → integer ns; None if it
+    is not a number or is out of range."""
     t = type(v)
     if t is int:
-        return v * 1000
+        return v * 1000 if -MAX_US < v < MAX_US else None
     if t is float:
         if -EXACT_FLOAT_US < v < EXACT_FLOAT_US:
             w = math.floor(v)
             return w * 1000 + round((v - w) * 1000)
-        return round(v * 1000)
+        return round(v * 1000) if -MAX_US < v < MAX_US else None
     if t is str:
         return _slow_ns(v.encode())
     if v is None:
@@ -379,11 +393,11 @@ def _slow_ns(b: bytes) -> int | None:
     t = b.strip().strip(b'"').strip()
     try:
         d = decimal.Decimal(t.decode("ascii"))
-    except (decimal.InvalidOperation, UnicodeDecodeError):
+        if not d.is_finite() or not -MAX_US < d < MAX_US:
+            return None
+        return int((d * 1000).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
+    except (ArithmeticError, UnicodeDecodeError, ValueError):
         return None
-    if not d.is_finite():
-        return None
-    return int((d * 1000).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
 
 
 def number(v: Any) -> float | None:
@@ -401,17 +415,17 @@ def number(v: Any) -> float | None:
 
 
 _DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 300       # an integer this long is infinite as a double
 
 
 def _risky(b: bytes) -> bool:
     """Whether orjson may refuse this JSON text: an escape that may be a lone surrogate, or a number
-    with a 3-digit exponent (infinite as a double).  Plain finds: a regex costs 10x more here."""
+    with a 3-digit exponent or 300 digits (infinite as a double).  Plain finds over the text with
+    its digits made zeros: a regex costs 10x more here."""
     if b"\\u" in b:
         return True
-    if b"e+" in b or b"E+" in b:          # how serializers write big exponents ("1e+400")
-        t = b.translate(_DIGITS_TO_0)
-        return b"e+000" in t or b"E+000" in t
-    return False
+    t = b.translate(_DIGITS_TO_0)
+    return b"e+000" in t or b"E+000" in t or b"e000" in t or b"E000" in t or _LONG_NUMBER in t
 
 
 _NEWLINE_INDENT = re.compile(rb"\n[ \t\r]*")
@@ -524,7 +538,6 @@ class ChromeReader:
         self._stack_track: dict[Any, int] = {}
         self._binds: list[tuple[Any, int, bool, bool, int]] = []    # (bind_id, slice, in, out, ts)
         self._v1: dict[tuple, list[tuple[int, int, str, int, bool]]] = defaultdict(list)
-        self._async_tracks: dict[tuple, int] = {}
         self._counter_tracks: dict[tuple, int] = {}
         self._global_track: int | None = None
         self.warn = self.trace.diagnostics.warn
@@ -682,13 +695,14 @@ class ChromeReader:
             if plain and type(t) is float and -lim < t < lim:
                 w = floor(t)
                 ts = w * 1000 + round((t - w) * 1000) + base
-            elif plain and type(t) is int:
+            elif plain and type(t) is int and -MAX_US < t < MAX_US:
                 ts = t * 1000 + base
             elif t is not None and (not exact or len(t)):
                 ts = conv(t)
                 if ts is None:
                     if ph != "M":
-                        self.drop(WarningCode.DROPPED_EVENT, "events whose 'ts' is not a number were dropped")
+                        self.drop(WarningCode.DROPPED_EVENT, "events whose 'ts' is not a number (or is out "
+                                  "of range) were dropped")
                         continue
                     ts = 0
             elif ts_zero:
@@ -720,7 +734,8 @@ class ChromeReader:
                     continue
                 if dur is None or dur < 0:
                     if dur is None:
-                        self.drop(WarningCode.DROPPED_EVENT, "X events whose 'dur' is not a number were dropped")
+                        self.drop(WarningCode.DROPPED_EVENT, "X events whose 'dur' is not a number (or is out "
+                                  "of range) were dropped")
                         continue
                     self.warn(WarningCode.CLAMPED_VALUE, "X events with a negative 'dur' were given 0")
                     dur = 0
