@@ -238,10 +238,11 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
             except (ValueError, TypeError):
                 pass
     if not closed:
-        tail = n_text - pos
+        tail = len(text[pos:].strip())
+        lost = f"ignored the last {tail} bytes (an incomplete event)" if tail else "nothing after them was lost"
         problems.append((WarningCode.TRUNCATED_INPUT,
                          f"the file ends inside its event array (no closing ']'): kept the {len(dicts)} "
-                         f"complete events before the cut, ignored the last {tail} bytes", 1))
+                         f"complete events before the cut; {lost}", 1))
     if skipped:
         problems.append((WarningCode.DROPPED_EVENT, "events that are not valid JSON (e.g. a name with an "
                          "unescaped quote) were skipped", skipped))
