@@ -200,3 +200,17 @@ def test_old_bare_array_torch_writer(tmp_path):
     assert trace.meta.clock is Clock.RELATIVE
     assert sorted(p.name for p in trace.processes) == ["CPU functions", "CUDA functions"]
     assert sorted(trace.slices.ts) == [100500, 105000]
+
+
+def test_memory_events_without_totals_sum_their_bytes(tmp_path):
+    p = tmp_path / "old.pt.trace.json"
+    ev = ",".join(
+        f'{{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, '
+        f'"ts": {ts}, "args": {{"Device Type": 1, "Device Id": 0, "Bytes": {b}}}}}'
+        for ts, b in ((10, 512), (11, 1024), (12, -512), (13, 4096)))
+    p.write_text('{"schemaVersion": 1, "traceEvents": [' + ev + "]}")
+    trace = traceconv.load(p)
+    (t,) = {trace.tracks[i] for i in trace.counters.track}
+    assert t.name == "GPU 0 memory allocated since trace start" and t.unit == "bytes"
+    assert list(trace.counters.value) == [512.0, 1536.0, 1024.0, 5120.0]
+    assert trace.processes[t.process].name == "GPU 0"

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import WarningCode
 from ..io import Source
 from ..model import Clock, Trace
 from ..schema import validate
@@ -127,7 +128,8 @@ class KinetoReader(ChromeReader):
         if not self._memory:
             return
         trace = self.trace
-        kept = 0
+        running: dict[tuple[Any, str], float] = {}     # devices whose events carry only "Bytes"
+        self._memory.sort(key=lambda m: m[0])           # stable: file order at one time
         for ts, pid, raw in self._memory:
             try:
                 a = orjson.loads(raw)
@@ -149,7 +151,16 @@ class KinetoReader(ChromeReader):
                 v = a.get(key)
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     trace.add_counter(self.counter_track(owner, f"{dev} memory {what}", unit="bytes"), ts, float(v))
-                    kept += 1
+            b = a.get("Bytes")
+            if "Total Allocated" not in a and isinstance(b, (int, float)) and not isinstance(b, bool):
+                # older PyTorch: only the change; the running sum counts from the trace's start
+                key2 = (owner, dev)
+                running[key2] = running.get(key2, 0.0) + b
+                trace.add_counter(self.counter_track(owner, f"{dev} memory allocated since trace start",
+                                                     unit="bytes"), ts, running[key2])
+        if running:
+            self.warn(WarningCode.NOTE, "[memory] events without 'Total Allocated' (older PyTorch): the "
+                      "memory counter is the running sum of their 'Bytes' since the trace started")
         self._memory = []
 
 
