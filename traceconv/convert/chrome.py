@@ -786,8 +786,9 @@ class ChromeReader:
                 self.drop(WarningCode.UNKNOWN_PHASE, f"events of a phase traceconv does not know were dropped "
                           f"(ph {shown!r})")
         if changed_args:
-            self.warn(WarningCode.CLAMPED_VALUE, "args that were not a JSON object or held numbers too big "
-                      "for 64 bits were kept in a changed form (wrapped in 'args', or as strings)", changed_args)
+            self.warn(WarningCode.CLAMPED_VALUE, "args that were not a JSON object, or held values no viewer "
+                      "can hold (infinite numbers, lone surrogates), were kept in a changed form (wrapped in "
+                      "'args', or as text)", changed_args)
         self.max_ts = max_ts if max_ts > -(2**63) else None
         self._match_begins()
         self._resolve_v2()

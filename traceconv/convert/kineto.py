@@ -15,7 +15,9 @@ What it maps where:
   in the window (kineto writes many) are counted.
 * ``[memory]`` instants stay instants (with their args) and are also rebuilt into counter tracks per
   device: ``<device> memory allocated`` / ``<device> memory reserved`` (bytes, from ``Total
-  Allocated`` / ``Total Reserved``), on the host process for CPU memory and on ``GPU n`` for device n.
+  Allocated`` / ``Total Reserved``), on the host process for CPU memory and on ``GPU n`` for device n;
+  events of older PyTorch that carry only ``Bytes`` give ``<device> memory allocated since trace
+  start``, their running sum.
 * ``distributedInfo`` (rank, world size, backend, process groups), ``deviceProperties`` and the other
   top-level keys (``trace_id``, ``host_name``, ``record_shapes``, ...) go to the trace metadata;
   rank/world size to ``trace.meta.rank``/``world_size``.  The header is validated with
