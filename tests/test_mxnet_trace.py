@@ -140,3 +140,22 @@ def test_unescaped_names_are_repaired_or_counted():
     assert r.dropped == 2 + lost_partner
     _, events = load_input(ALL_EVENTS)
     assert r.n_events == len(events)
+
+
+def test_mxnet_1_1_layout_relative_times_and_trailing_comma(tmp_path):
+    meta = ('        {\n            "ph": "M",\n            "args": {\n                "name": "cpu/0"\n            },\n'
+            '            "pid": 0,\n            "name": "process_name"\n        }\n')
+    op = ('    {{\n        "name": "dot",\n        "cat": "category",\n        "ph": "{ph}",\n        "ts": {ts},\n'
+          '        "pid": 0,\n        "tid": 3\n    }}\n')
+    empty = tmp_path / "empty.json"
+    empty.write_text('{\n    "traceEvents": [\n' + meta + ',\n    ],\n    "displayTimeUnit": "ms"\n}\n')
+    trace = traceconv.load(empty)
+    assert trace.meta.source_format == "mxnet" and len(trace.slices) == 0
+    ops = tmp_path / "ops.json"
+    ops.write_text('{\n    "traceEvents": [\n' + meta + ',\n' + op.format(ph="B", ts=120) + ",\n\n"
+                   + op.format(ph="E", ts=185) + '\n    ],\n    "displayTimeUnit": "ms"\n}\n')
+    trace = traceconv.load(ops)
+    assert trace.meta.source_format == "mxnet"
+    assert trace.meta.clock is Clock.RELATIVE
+    assert (list(trace.slices.ts), list(trace.slices.dur)) == ([120000], [65000])
+    assert trace.processes[0].name == "cpu/0"
