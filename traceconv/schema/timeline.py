@@ -26,7 +26,7 @@ class DeviceProperty(BaseModel):
     """One entry of ``deviceProperties`` (kineto ``devicePropertiesJson``)."""
 
     model_config = _OPEN
-    id: int
+    id: Optional[int] = None
     name: Optional[str] = None
     totalGlobalMem: Optional[int] = None
     computeMajor: Optional[int] = None
