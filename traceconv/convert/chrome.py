@@ -999,7 +999,6 @@ class ChromeReader:
             return
         begins.sort(key=lambda b: (b[0], b[1]))
         stacks: dict[Any, list[_Open]] = defaultdict(list)
-        trace = self.trace
         unmatched_end = 0
         cut_short = 0
         end_note = self.unmatched_end_note
