@@ -675,6 +675,8 @@ class ChromeReader:
         s_ts, s_dur, s_track = slices.ts.append, slices.dur.append, slices.track.append
         s_name, s_cat, s_args = slices.name.append, slices.cat.append, slices.args.append
         intern = trace.strings.intern
+        string_ids = trace.strings._ids      # read-only fast path of intern(); intern() adds new ones
+        n_x = 0
         bseq = self._bseq.append
         eseq = self._eseq.append
         used = self.used
@@ -740,23 +742,37 @@ class ChromeReader:
                         continue
                     self.warn(WarningCode.CLAMPED_VALUE, "X events with a negative 'dur' were given 0")
                     dur = 0
-                args, ch = compact_args(ev.args)
-                changed_args += ch
+                # compact_args and trace.add_slice, inlined: this is the hot path
+                a = ev.args
+                if len(a):
+                    args = bytes(a)
+                    if args[:1] != b"{" or _risky(args):
+                        args, ch = compact_args(args)
+                        changed_args += ch
+                    elif b"\n" in args:
+                        args = _NEWLINE_INDENT.sub(b"", args)
+                    if args == b"{}":
+                        args = None
+                else:
+                    args = None
                 th = threads.get((pid, tid))
                 if th is None:
                     th = thread(pid, tid)
-                # trace.add_slice, inlined: this is the hot path
                 s_ts(ts)
                 s_dur(dur)
                 s_track(th.track)
-                s_name(intern(ev.name))
-                s_cat(intern(ev.cat))
+                nm = ev.name
+                sid = string_ids.get(nm) if nm else 0
+                s_name(sid if sid is not None else intern(nm))
+                nm = ev.cat
+                sid = string_ids.get(nm) if nm else 0
+                s_cat(sid if sid is not None else intern(nm))
                 s_args(args)
                 bseq(seq)
                 eseq(-1)
                 if ev.bind_id is not None:
                     self._binds.append((flow_id(ev.bind_id), len(slices.ts) - 1, ev.flow_in, ev.flow_out, ts))
-                used["X"] += 1
+                n_x += 1
                 end = ts + dur
                 if end > max_ts:
                     max_ts = end
@@ -785,6 +801,7 @@ class ChromeReader:
                 shown = ph if ph else "(none)"
                 self.drop(WarningCode.UNKNOWN_PHASE, f"events of a phase traceconv does not know were dropped "
                           f"(ph {shown!r})")
+        used["X"] += n_x
         if changed_args:
             self.warn(WarningCode.CLAMPED_VALUE, "args that were not a JSON object, or held values no viewer "
                       "can hold (infinite numbers, lone surrogates), were kept in a changed form (wrapped in "
