@@ -102,20 +102,23 @@ class _FlowPoints:
     zero duration) begins there too; then the first ns of the slice that no child covers is used."""
 
     def __init__(self, trace: Trace) -> None:
+        import numpy as np
+
         from ..layout import slice_order
         self.s = trace.slices
-        self.order = slice_order(trace).tolist()
-        self.pos = {i: k for k, i in enumerate(self.order)}
+        self.order = slice_order(trace)
+        self.pos = np.empty_like(self.order)
+        self.pos[self.order] = np.arange(len(self.order))
 
     def at(self, i: int) -> int:
         s = self.s
         start, end, track = s.ts[i], s.ts[i] + s.dur[i], s.track[i]
         depth = s.depth[i] if s.depth is not None else 0
         p = start
-        k = self.pos[i] + 1
+        k = int(self.pos[i]) + 1
         order = self.order
         while k < len(order):
-            c = order[k]
+            c = int(order[k])
             if s.track[c] != track or s.ts[c] > end:
                 break
             if s.depth is not None and s.depth[c] <= depth:
