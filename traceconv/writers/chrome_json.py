@@ -22,6 +22,7 @@ import orjson
 
 from .. import __version__
 from ..model import Clock, Trace, TrackKind
+from ..progress import EVERY, report
 
 _CHUNK = 8192
 # Tracks that are not threads (overlap lanes, async tracks) become threads numbered from here.
@@ -204,7 +205,10 @@ def write(trace: Trace, out: BinaryIO) -> None:
     ]
     s = trace.slices
     sts, sdur, strack, sname, scat, sargs = s.ts, s.dur, s.track, s.name, s.cat, s.args
+    total = trace.event_count()
     for i in range(len(s)):
+        if not i & (EVERY - 1):
+            report("writing Chrome JSON", i, total)
         parts = [b'{"ph":"X","name":', jstr[sname[i]]]
         c = scat[i]
         if c:
