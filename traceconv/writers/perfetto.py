@@ -41,10 +41,12 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from .. import __version__
 from ..layout import BEGIN, COUNTER, END, INSTANT, event_stream
 from ..model import Trace, TrackKind
-from ..progress import EVERY, report
+from ..progress import report
 
 SEQ_ID = 1
-_CHUNK = 1 << 20
+_CHUNK = 1 << 20          # bytes written at a time
+_STEP = 1 << 16           # events encoded per step
+_CACHE = 200_000          # encoded arg values remembered (the cache starts over when full)
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 _UNITS = {"bytes": pb.CounterDescriptor.UNIT_SIZE_BYTES, "ns": pb.CounterDescriptor.UNIT_TIME_NS,
           "count": pb.CounterDescriptor.UNIT_COUNT}
@@ -266,8 +268,9 @@ class _Interning:
                 else:
                     val = value_fields(orjson.loads(b))
                 enc = ld(E_ANN, A_NAME_IID + varint(iid) + val)
-                if len(values) < 500_000:
-                    values[key] = enc
+                if len(values) >= _CACHE:
+                    values.clear()
+                values[key] = enc
             out.append(enc)
         return b"".join(out)
 
@@ -359,34 +362,36 @@ def write(trace: Trace, out: BinaryIO) -> None:
     total = len(time)
     if total and int(time.min()) < 0:
         raise ValueError("negative timestamps cannot be written to a Perfetto trace")
-    ts_blob, ts_off = varints(time)
     buf: list[bytes] = []
     size = 0
-    for n, (k, i) in enumerate(zip(kind.tolist(), index.tolist())):
-        ts = P_TS + ts_blob[ts_off[n]:ts_off[n + 1]]
-        if k == END:
-            body = ts + P_SEQ + ld(P_TE, end_body[s_track[i]])
-        else:
-            if k == BEGIN:
-                te = t_begin + track_field[s_track[i]] + intern.name(s_name[i]) + intern.category(s_cat[i]) \
-                    + intern.args(s_args[i])
-                if i in flow_out:
-                    te += b"".join(E_FLOW + _pack_q(f) for f in flow_out[i])
-                if i in flow_in:
-                    te += b"".join(E_TFLOW + _pack_q(f) for f in flow_in[i])
-            elif k == INSTANT:
-                te = t_instant + track_field[ins.track[i]] + intern.name(ins.name[i]) \
-                    + intern.category(ins.cat[i]) + intern.args(ins.args[i])
+    # walk the stream in steps, so that its Python lists and varints exist for one step at a time
+    for lo in range(0, total, _STEP):
+        hi = min(lo + _STEP, total)
+        report("writing Perfetto protobuf", lo, total)
+        ts_blob, ts_off = varints(time[lo:hi])
+        for n, (k, i) in enumerate(zip(kind[lo:hi].tolist(), index[lo:hi].tolist())):
+            ts = P_TS + ts_blob[ts_off[n]:ts_off[n + 1]]
+            if k == END:
+                body = ts + P_SEQ + ld(P_TE, end_body[s_track[i]])
             else:
-                te = t_counter + track_field[cnt.track[i]] + E_DOUBLE + _pack_d(cnt.value[i])
-            body = ts + P_SEQ + P_NEEDS + intern.take_pending() + ld(P_TE, te)
-        packet = P_PACKET + varint(len(body)) + body
-        buf.append(packet)
-        size += len(packet)
-        if size >= _CHUNK:
-            out.write(b"".join(buf))
-            buf.clear()
-            size = 0
-        if not n & (EVERY - 1):
-            report("writing Perfetto protobuf", n, total)
+                if k == BEGIN:
+                    te = t_begin + track_field[s_track[i]] + intern.name(s_name[i]) + intern.category(s_cat[i]) \
+                        + intern.args(s_args[i])
+                    if i in flow_out:
+                        te += b"".join(E_FLOW + _pack_q(f) for f in flow_out[i])
+                    if i in flow_in:
+                        te += b"".join(E_TFLOW + _pack_q(f) for f in flow_in[i])
+                elif k == INSTANT:
+                    te = t_instant + track_field[ins.track[i]] + intern.name(ins.name[i]) \
+                        + intern.category(ins.cat[i]) + intern.args(ins.args[i])
+                else:
+                    te = t_counter + track_field[cnt.track[i]] + E_DOUBLE + _pack_d(cnt.value[i])
+                body = ts + P_SEQ + P_NEEDS + intern.take_pending() + ld(P_TE, te)
+            packet = P_PACKET + varint(len(body)) + body
+            buf.append(packet)
+            size += len(packet)
+            if size >= _CHUNK:
+                out.write(b"".join(buf))
+                buf.clear()
+                size = 0
     out.write(b"".join(buf))
