@@ -16,7 +16,7 @@ from traceconv.layout import nest
 from traceconv.model import Clock, TrackKind
 
 from chrome_input import load as load_input
-from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
+from timeline import assert_outputs_agree, assert_same_timeline, from_model
 
 FIX = Path(__file__).parent / "fixtures" / "chrome_json"
 WEIRD = 'quote " backslash \\ newline \n tab \t ünïcødé 中文 🚀'
@@ -39,16 +39,6 @@ def slices(trace):
 
 def warned(trace, code):
     return sum(w.count for w in trace.diagnostics.warnings if w.code is code)
-
-
-def both_outputs_agree(trace, tmp_path):
-    nest(trace)
-    traceconv.save(trace, tmp_path / "o.json")
-    traceconv.save(trace, tmp_path / "o.pftrace")
-    m = from_model(trace)
-    assert_same_timeline(m, read_chrome_json(tmp_path / "o.json"))
-    assert_same_timeline(m, read_perfetto(tmp_path / "o.pftrace"))
-    return m
 
 
 # ---------------------------------------------------------------- numbers and ids
@@ -252,7 +242,7 @@ def test_perfetto_flow_samples(tmp_path):
         assert got == sorted(links), fname
         _, events = load_input(FIX / fname)
         assert len(trace.slices) == sum(e["ph"] in ("X", "B") for e in events)
-        m = both_outputs_agree(trace, tmp_path)
+        m = assert_outputs_agree(trace, tmp_path)
         assert len(m.flows) == len(links)
 
 
@@ -299,7 +289,7 @@ def test_weird_names_and_args_survive_both_writers(tmp_path):
     p = tmp_path / "in.json"
     p.write_bytes(orjson.dumps(doc).replace(b'"TS"', b"1700000000000000.001"))   # a µs double can't hold it
     trace = traceconv.load(p)
-    m = both_outputs_agree(trace, tmp_path)
+    m = assert_outputs_agree(trace, tmp_path)
     (s,) = m.slices
     assert (s.name, s.cat, s.track, s.ts, s.dur) == (WEIRD, WEIRD, WEIRD, 1700000000000000001, 3000)
     assert json.loads(s.args) == {WEIRD: [WEIRD, {"k": None, "n": -1.5}], "big": 18446744073709551615}
@@ -320,7 +310,7 @@ def test_traceconv_output_reads_back_to_the_same_timeline(tmp_path):
     p = tmp_path / "in.json"
     p.write_bytes(orjson.dumps(doc))
     trace = traceconv.load(p)
-    m = both_outputs_agree(trace, tmp_path)
+    m = assert_outputs_agree(trace, tmp_path)
     back = traceconv.load(tmp_path / "o.json")
     assert back.meta.clock is Clock.UNIX
     nest(back)
@@ -358,4 +348,4 @@ def test_values_no_viewer_can_hold_are_changed_or_dropped_never_fatal(event, tmp
     trace = traceconv.load(p)
     assert "ok" in trace.strings.strings
     assert trace.diagnostics.lossy() or len(trace.slices) == 2
-    both_outputs_agree(trace, tmp_path)
+    assert_outputs_agree(trace, tmp_path)

@@ -12,12 +12,11 @@ import traceconv
 from traceconv.convert.composer import ComposerReader
 from traceconv.errors import WarningCode
 from traceconv.io import open_source
-from traceconv.layout import nest
 from traceconv.model import Clock
 
 from chrome_input import load as load_input
 from chrome_input import ns, slice_counts_by_cat
-from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
+from timeline import assert_outputs_agree
 
 FIX = Path(__file__).parent / "fixtures" / "composer"
 RANK0 = FIX / "composer_profiler" / "ep0-ba3-rank0.json.gz"
@@ -41,12 +40,7 @@ def test_detected_and_both_outputs_agree(path, tmp_path):
     trace = traceconv.load(path)
     assert trace.meta.source_format == "composer"
     assert trace.meta.clock is Clock.UNIX
-    nest(trace)
-    traceconv.save(trace, tmp_path / "o.json")
-    traceconv.save(trace, tmp_path / "o.pftrace")
-    m = from_model(trace)
-    assert_same_timeline(m, read_chrome_json(tmp_path / "o.json"))
-    assert_same_timeline(m, read_perfetto(tmp_path / "o.pftrace"))
+    assert_outputs_agree(trace, tmp_path)
 
 
 def test_per_rank_trace_counts_and_window_edges():

@@ -165,10 +165,6 @@ def test_bad_input(tmp_path, doc):
 
 def test_sniffer_claims_only_static_profiles():
     from traceconv.convert.megengine_static import sniff
-    root = Path(__file__).parent / "fixtures"
-    shared = Path(__file__).parent.parent.parent / "shared" / "samples"
-    files = [p for p in root.rglob("*") if p.is_file()]
-    if shared.is_dir():
-        files += [p for p in shared.rglob("*") if p.is_file()]
-    for p in files:
+    from timeline import sample_files
+    for p in sample_files():
         assert sniff(open_source(p).head) == (p.name == PROFILE.name), p

@@ -16,7 +16,7 @@ from traceconv.model import Clock
 
 from chrome_input import load as load_input
 from chrome_input import ns, slices_by_thread
-from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
+from timeline import assert_outputs_agree, assert_same_timeline, from_model
 
 FIX = Path(__file__).parent / "fixtures" / "megengine_timeline"
 DYNAMIC = FIX / "generated_mge1130_dynamic.chrome_timeline.json.gz"
@@ -33,12 +33,7 @@ def read(path: Path | None = None, data: bytes | None = None):
 def test_detected_and_both_outputs_agree(tmp_path):
     trace = traceconv.load(DYNAMIC)
     assert trace.meta.source_format == "megengine"
-    nest(trace)
-    traceconv.save(trace, tmp_path / "o.json")
-    traceconv.save(trace, tmp_path / "o.pftrace")
-    m = from_model(trace)
-    assert_same_timeline(m, read_chrome_json(tmp_path / "o.json"))
-    assert_same_timeline(m, read_perfetto(tmp_path / "o.pftrace"))
+    m = assert_outputs_agree(trace, tmp_path)
     back = traceconv.load(tmp_path / "o.json")
     assert back.meta.source_format == "chrome-json"        # traceconv's own output reads generically
     nest(back)

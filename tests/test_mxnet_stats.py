@@ -191,12 +191,8 @@ def test_bad_rows_and_bad_files(tmp_path):
 
 def test_sniffer_claims_no_other_sample():
     from traceconv.convert.mxnet_stats import sniff
-    root = Path(__file__).parent / "fixtures"
-    shared = Path(__file__).parent.parent.parent / "shared" / "samples"
-    files = [p for p in root.rglob("*") if p.is_file()]
-    if shared.is_dir():
-        files += [p for p in shared.rglob("*") if p.is_file()]
-    for p in files:
+    from timeline import sample_files
+    for p in sample_files():
         if p.name in {f.name for f in FILES}:
             assert sniff(open_source(p).head), p
         else:

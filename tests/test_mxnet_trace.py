@@ -17,7 +17,7 @@ from traceconv.model import Clock, TrackKind
 
 from chrome_input import load as load_input
 from chrome_input import ns, slice_counts_by_cat
-from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
+from timeline import assert_outputs_agree, assert_same_timeline, from_model
 
 FIX = Path(__file__).parent / "fixtures" / "mxnet_trace"
 ALL_EVENTS = FIX / "generated_mxnet191_profile_all.json"
@@ -36,12 +36,7 @@ def read(path: Path | None = None, data: bytes | None = None):
 def test_detected_and_both_outputs_agree(path, tmp_path):
     trace = traceconv.load(path)
     assert trace.meta.source_format == "mxnet"
-    nest(trace)
-    traceconv.save(trace, tmp_path / "o.json")
-    traceconv.save(trace, tmp_path / "o.pftrace")
-    m = from_model(trace)
-    assert_same_timeline(m, read_chrome_json(tmp_path / "o.json"))
-    assert_same_timeline(m, read_perfetto(tmp_path / "o.pftrace"))
+    m = assert_outputs_agree(trace, tmp_path)
     back = traceconv.load(tmp_path / "o.json")
     nest(back)
     assert_same_timeline(m, from_model(back))

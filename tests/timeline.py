@@ -321,3 +321,27 @@ def assert_same_timeline(a: Timeline, b: Timeline, *, depth: bool = True) -> Non
     assert Counter(a.instants) == Counter(b.instants), "instants differ"
     assert Counter(a.counters) == Counter(b.counters), "counters differ"
     assert Counter(a.flows) == Counter(b.flows), "flows differ"
+
+
+def sample_files() -> list[Path]:
+    """Every fixture file, and every file of ../shared/samples when it is there."""
+    root = Path(__file__).parent / "fixtures"
+    shared = Path(__file__).parent.parent.parent / "shared" / "samples"
+    files = [p for p in root.rglob("*") if p.is_file()]
+    if shared.is_dir():
+        files += [p for p in shared.rglob("*") if p.is_file()]
+    return files
+
+
+def assert_outputs_agree(trace: Trace, tmp_path: Path) -> Timeline:
+    """Write ``trace`` to Chrome JSON and to Perfetto protobuf, decode both, and check that each
+    describes the model's timeline.  Returns the model's normalized timeline."""
+    import traceconv
+    from traceconv.layout import nest
+    nest(trace)
+    traceconv.save(trace, tmp_path / "o.json")
+    traceconv.save(trace, tmp_path / "o.pftrace")
+    m = from_model(trace)
+    assert_same_timeline(m, read_chrome_json(tmp_path / "o.json"))
+    assert_same_timeline(m, read_perfetto(tmp_path / "o.pftrace"))
+    return m

@@ -57,7 +57,7 @@ import re
 from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import msgspec
 import orjson
@@ -1252,15 +1252,20 @@ class ChromeReader:
         return out
 
 
-def looks_unix(events: list[Event], sample: int = 2000) -> bool:
-    """Whether the timestamps look like absolute Unix µs (checks the first events that have one)."""
-    seen = 0
+def timed_ns(events: list[Event]) -> Iterator[int]:
+    """The ts, in ns, of every event that has one (metadata events left out)."""
     for ev in events:
         if ev.ph == "M" or ev.ts is None:
             continue
         v = time_ns(ev.ts)
-        if v is None:
-            continue
+        if v is not None:
+            yield v
+
+
+def looks_unix(events: list[Event], sample: int = 2000) -> bool:
+    """Whether the timestamps look like absolute Unix µs (checks the first events that have one)."""
+    seen = 0
+    for v in timed_ns(events):
         if not (UNIX_US_MIN * 1000 <= v <= UNIX_US_MAX * 1000):
             return False
         seen += 1

@@ -31,7 +31,7 @@ from ..io import Source, open_source
 from ..model import Clock, Trace
 from ..schema import validate
 from ..schema.timeline import ComposerMeta
-from .chrome import ChromeReader, Document, Event, looks_like_own_output, time_ns
+from .chrome import ChromeReader, Document, Event, looks_like_own_output, time_ns, timed_ns
 from .kineto import KinetoReader, read_header
 
 WHAT = "Composer profiler trace"
@@ -92,12 +92,7 @@ class ComposerReader(ChromeReader):
         self.trace.meta.clock = Clock.UNIX
         first_abs = None
         has_relative = False
-        for ev in events:
-            if ev.ph == "M" or ev.ts is None:
-                continue
-            v = time_ns(ev.ts)
-            if v is None:
-                continue
+        for v in timed_ns(events):
             if v < RELATIVE_BELOW_NS:
                 has_relative = True
             elif first_abs is None or v < first_abs:
