@@ -51,6 +51,13 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
 
     ``.gz`` at the end of the name gzips the output.  Slices that overlap without
     nesting are first moved to extra tracks (counted in ``trace.diagnostics``).
+
+    >>> import tempfile, os
+    >>> trace = load("examples/mlagents_timers.json")
+    >>> out = os.path.join(tempfile.mkdtemp(), "timers.json.gz")
+    >>> save(trace, out)
+    >>> open(out, "rb").read(2) == b"\\x1f\\x8b"
+    True
     """
     fmt = _formats.for_output(path, format)
     writer = fmt.load("writer")

@@ -498,13 +498,13 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
           from_format: str | None = None, ranks: str | None = None, rank_map: Sequence[str] = (),
           window: str | None = None, min_dur: str | None = None, drop_cat: Sequence[str] = (),
           align_method: str = "auto", workers: int | None = None,
-          progress: Callable[[int, int, Path], None] | None = None) -> MergeResult:
+          progress: Callable[[int, int, str], None] | None = None) -> MergeResult:
     """Merge one trace per rank into one aligned timeline and write it (``traceconv merge``).
 
     Files are parsed in a process pool and appended to the merged trace one by one in the
     inputs' order, so memory holds the kept events and a few files in flight; the clock
     offsets are applied in place once every rank is known.  ``progress(done, total, path)``
-    is called as each file is parsed.
+    is called as each file is parsed (the text names the file and the events read so far).
 
     >>> import tempfile, os, traceconv
     >>> out = os.path.join(tempfile.mkdtemp(), "run.pftrace")
@@ -530,8 +530,15 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
     spans: list[tuple[int, tuple[int, int], tuple[int, int], tuple[int, int]]] = []
     tmp = tempfile.TemporaryDirectory(prefix="traceconv-") if archive else None
     archived: list[tuple[str, int, Path]] = []
+    events = 0
+
+    def counted(done: int, total: int, path: Path) -> None:
+        if progress:
+            progress(done, total, f"{path.name} ({events:,} events so far)")
+
     try:
-        for item in _iter_loaded(files, from_format, cats, min_ns, workers, progress):
+        for item in _iter_loaded(files, from_format, cats, min_ns, workers, counted):
+            events += item.trace.event_count()
             r, how = rank_of_file(item, explicit)
             fmt = item.trace.meta.source_format
             other = claims.get((r, fmt))
