@@ -26,7 +26,7 @@ HERE = Path(__file__).parent
 DATA = HERE / "data"
 
 CHILD = r"""
-import gc, json, resource, sys, time
+import gc, json, sys, time
 what, args = sys.argv[1], sys.argv[2:]
 t = time.perf_counter()
 if what == "jsonloads":
@@ -45,7 +45,11 @@ elif what == "merge":
     import traceconv
     traceconv.merge(args[1:], args[0])
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+# VmHWM, not ru_maxrss: Linux keeps ru_maxrss across fork+exec, so a child would report the
+# benchmark's own peak; VmHWM belongs to this process's address space alone
+with open("/proc/self/status") as f:
+    hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+print(json.dumps({"seconds": dt, "maxrss": hwm}))
 """
 
 
