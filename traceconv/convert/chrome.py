@@ -51,6 +51,7 @@ from __future__ import annotations
 import bisect
 import decimal
 import gc
+import itertools
 import json
 import math
 import re
@@ -131,6 +132,53 @@ def _header_value(raw: Raw) -> Any:
             return _jsonable(json.loads(b, parse_float=decimal.Decimal), [0])
         except ValueError:
             return None
+
+
+CHUNK_BYTES = 16 << 20      # a larger file's events are decoded this much text at a time
+_NEXT_EVENT_B = re.compile(rb"\}\s*,\s*\{")
+
+
+class _ChunkFailure(Exception):
+    """The chunked path cannot read this document; the whole-document path will."""
+
+
+def _event_chunks(text: memoryview, size: int) -> Iterator[list[Event]]:
+    """The events of a JSON array's text (``[ ... ]``), decoded about ``size`` bytes at a time.
+
+    A chunk ends at a ``}`` ``,`` ``{`` between two events.  That pattern can also occur inside a
+    string or a nested value, but then the chunk is not valid JSON and fails to decode, so the cut
+    is moved to the next candidate: a chunk that decodes was cut between events.
+    """
+    lo = 0
+    while lo < len(text) and bytes(text[lo:lo + 1]).isspace():
+        lo += 1
+    if bytes(text[lo:lo + 1]) != b"[":
+        raise _ChunkFailure
+    hi = len(text) - 1
+    while hi > lo and bytes(text[hi:hi + 1]).isspace():
+        hi -= 1
+    if bytes(text[hi:hi + 1]) != b"]":
+        raise _ChunkFailure
+    pos = lo + 1
+    while pos < hi:
+        cut = pos + size
+        while True:
+            m = _NEXT_EVENT_B.search(text, cut, hi) if cut < hi else None
+            end = m.start() + 1 if m else hi              # just after the '}'
+            piece = b"[" + text[pos:end] + b"]"
+            try:
+                events = _EVENTS.decode(piece)
+                if _has_inexact_times(events):
+                    events = _EXACT_EVENTS.decode(piece)
+                break
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                if m is None:
+                    raise _ChunkFailure from None
+                cut = m.end() - 1                          # try the next candidate
+        yield events
+        if m is None:
+            return
+        pos = m.end() - 1                                  # the next event's '{'
 
 
 def decode(data: bytes, what: str = WHAT) -> Document:
@@ -538,6 +586,7 @@ class ChromeReader:
         self._begins: list[tuple[int, int, int, Event, Any]] = []   # (ts, seq, kind, ev, stack key)
         self._stack_track: dict[Any, int] = {}
         self._binds: list[tuple[Any, int, bool, bool, int]] = []    # (bind_id, slice, in, out, ts)
+        self._acc_max_ts = -(2**63)
         self._v1: dict[tuple, list[tuple[int, int, str, int, bool]]] = defaultdict(list)
         self._counter_tracks: dict[tuple, int] = {}
         self._global_track: int | None = None
@@ -609,6 +658,12 @@ class ChromeReader:
 
     def read(self) -> Trace:
         data = self.data if self.data is not None else self.source.read_bytes()  # type: ignore[union-attr]
+        if len(data) > CHUNK_BYTES and self.streamable():
+            try:
+                return self._read_chunked(data)
+            except _ChunkFailure:
+                # a document the fast path cannot cut: start over on the whole-document path
+                self.__init__(self.source, data)      # type: ignore[misc]
         doc = decode(data, self.what)
         del data
         self.data = None
@@ -636,6 +691,65 @@ class ChromeReader:
             if was_enabled:
                 gc.enable()
         self.n_events += len(doc.events)
+        return self.trace
+
+    def streamable(self) -> bool:
+        """Whether this dialect can read a large file chunk by chunk (its ``time_base`` works from the
+        first chunk and it does not override ``convert``)."""
+        return type(self).convert is ChromeReader.convert and self.time_base_from_first_chunk
+
+    time_base_from_first_chunk = True
+
+    def _read_chunked(self, data: bytes) -> Trace:
+        """Decode and convert the events a chunk at a time, so that only one chunk of event structs
+        exists at once (the file's text stays in memory: the structs point into it)."""
+        start = data.lstrip()[:1]
+        try:
+            if start == b"[":
+                header: dict[str, Any] = {}
+                text = memoryview(data)
+            elif start == b"{":
+                top = _TOP.decode(data)
+                raw = top.pop("traceEvents", None)
+                if raw is None:
+                    raise _ChunkFailure
+                header = {k: _header_value(v) for k, v in top.items()}
+                text = memoryview(raw)
+            else:
+                raise _ChunkFailure
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise _ChunkFailure from None
+        chunks = _event_chunks(text, CHUNK_BYTES)
+        # the time base is judged from the first events (as on the whole-document path, which
+        # samples the first 2000): gather chunks until there are that many
+        head: list[list[Event]] = []
+        for c in chunks:
+            head.append(c)
+            if sum(map(len, head)) >= 2000:
+                break
+        first = [ev for c in head for ev in c]
+        doc = Document(header, first, start == b"[")
+        if is_own_output(header):
+            self._own = True
+            ChromeReader.on_header(self, header, doc)
+            ChromeReader.time_base(self, header, first)
+            self.finish = lambda: None          # type: ignore[method-assign]
+        else:
+            self.on_header(header, doc)
+            self.time_base(header, first)
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            seq = 0
+            del doc, first
+            for events in itertools.chain(head, chunks):
+                self._convert_events(events, seq)
+                seq += len(events)
+                self.n_events += len(events)
+            self._finish_events()
+        finally:
+            if was_enabled:
+                gc.enable()
         return self.trace
 
     # ---- places ---------------------------------------------------------------------------
@@ -666,6 +780,12 @@ class ChromeReader:
     # ---- the event loop -------------------------------------------------------------------
 
     def convert(self, events: list[Event]) -> None:
+        """Convert every event of the document (one list), then resolve what needs all of them."""
+        self._convert_events(events, 0)
+        self._finish_events()
+
+    def _convert_events(self, events: list[Event], seq0: int) -> None:
+        """Convert events numbered from ``seq0`` (the file order): one call per chunk of a large file."""
         trace = self.trace
         conv = self.ts_converter()
         thread = self.thread
@@ -683,7 +803,7 @@ class ChromeReader:
         missing_tid_zero = self.missing_tid == "zero"
         ts_zero = self.missing_ts_zero
         dur_zero = self.missing_dur_zero
-        max_ts = -(2**63)
+        max_ts = self._acc_max_ts
         changed_args = 0
         begins = self._begins
         exact = bool(events) and type(events[0]) is ExactEvent
@@ -692,7 +812,7 @@ class ChromeReader:
         base = self.base_ns
         lim = EXACT_FLOAT_US
         floor = math.floor
-        for seq, ev in enumerate(events):
+        for seq, ev in enumerate(events, seq0):
             ph = ev.ph
             t = ev.ts
             if plain and type(t) is float and -lim < t < lim:
@@ -806,6 +926,10 @@ class ChromeReader:
             self.warn(WarningCode.CLAMPED_VALUE, "args that were not a JSON object, or held values no viewer "
                       "can hold (infinite numbers, lone surrogates), were kept in a changed form (wrapped in "
                       "'args', or as text)", changed_args)
+        self._acc_max_ts = max_ts
+
+    def _finish_events(self) -> None:
+        max_ts = self._acc_max_ts
         self.max_ts = max_ts if max_ts > -(2**63) else None
         self._match_begins()
         self._resolve_v2()

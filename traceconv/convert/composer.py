@@ -88,6 +88,9 @@ class ComposerReader(ChromeReader):
         self._ranks: dict[int, dict[str, int]] = {}
         self._composer_named: set[Any] = set()
 
+    # torch events with relative times can come anywhere in the file: look at all of them
+    time_base_from_first_chunk = False
+
     def time_base(self, header: dict[str, Any], events: list[Event]) -> None:
         self.trace.meta.clock = Clock.UNIX
         first_abs = None
