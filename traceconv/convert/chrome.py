@@ -51,7 +51,6 @@ from __future__ import annotations
 import bisect
 import decimal
 import gc
-import itertools
 import json
 import math
 import re
@@ -742,7 +741,12 @@ class ChromeReader:
         try:
             seq = 0
             del doc, first
-            for events in itertools.chain(head, chunks):
+            def in_order() -> Iterator[list[Event]]:
+                while head:                      # hand the gathered chunks over, keeping none
+                    yield head.pop(0)
+                yield from chunks
+
+            for events in in_order():
                 self._convert_events(events, seq)
                 seq += len(events)
                 self.n_events += len(events)
