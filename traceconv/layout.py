@@ -19,7 +19,7 @@ from array import array
 import numpy as np
 
 from .errors import WarningCode
-from .model import Trace, TrackKind
+from .model import Trace
 
 
 def _col(a: array, dtype: str) -> np.ndarray:
@@ -138,7 +138,3 @@ def event_stream(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     index = np.concatenate([np.arange(n), np.arange(n), np.arange(ni), np.arange(nc)]).astype(np.int64)
     order = np.lexsort((sub, phase, time))
     return time[order], kind[order], index[order]
-
-
-def is_slice_track(kind: TrackKind) -> bool:
-    return kind in (TrackKind.THREAD, TrackKind.ASYNC, TrackKind.LANE)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from array import array
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import orjson
 
@@ -375,12 +375,6 @@ class Trace:
 
     def slice_args(self, i: int) -> dict[str, Any]:
         return decode_args(self.slices.args[i])
-
-    def iter_slices(self) -> Iterator[tuple[int, int, int, str, str, bytes | None]]:
-        """(track, ts, dur, name, category, args) per slice, in table order."""
-        s, st = self.slices, self.strings
-        for i in range(len(s)):
-            yield s.track[i], s.ts[i], s.dur[i], st[s.name[i]], st[s.cat[i]], s.args[i]
 
     def time_range(self) -> tuple[int, int] | None:
         """(first, last) timestamp over all events, or None for an empty trace."""
