@@ -108,7 +108,7 @@ def _main(
 @app.command(epilog="Input format (from the content): " + ", ".join(registry.reader_names())
              + ".  Output format (from the name): " + ", ".join(registry.writer_names()) + ".")
 def convert(
-    input: Path = typer.Argument(..., help="The profile to convert (.gz is detected by content)."),
+    input: Path = typer.Argument(..., metavar="INPUT", help="The profile to convert (.gz is detected by content)."),
     output: Path = typer.Option(..., "-o", "--output",
                                 help="Where to write: .json / .json.gz (Chrome JSON), "
                                      ".pftrace / .perfetto-trace / .pb (Perfetto protobuf)."),
@@ -139,7 +139,8 @@ def convert(
 
 @app.command()
 def merge(
-    inputs: list[str] = typer.Argument(..., help="Trace files, folders or globs: one (or more) per rank."),
+    inputs: list[str] = typer.Argument(..., metavar="INPUTS...",
+                                       help="Trace files, folders or globs: one (or more) per rank."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write: .pftrace, .json, .json.gz, "
                                                             "or .tar (a Perfetto merge archive)."),
     to: Optional[str] = typer.Option(None, "--to", "-t", metavar="FORMAT",
@@ -182,7 +183,7 @@ def merge(
 
 @app.command()
 def summary(
-    inputs: list[Path] = typer.Argument(..., help="One profile, or one per rank of a run."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUTS...", help="One profile, or one per rank of a run."),
     by: str = typer.Option("name", "--by", help="Group by: " + ", ".join(summ.GROUPINGS) + "."),
     sort: str = typer.Option("self", "--sort", help="Sort by: " + ", ".join(summ.SORTS) + "."),
     top: Optional[int] = typer.Option(20, "--top", help="Show the first N rows (0: all)."),
@@ -228,7 +229,7 @@ def summary(
 
 @app.command("validate")
 def validate_(
-    input: Path = typer.Argument(..., help="The profile to check."),
+    input: Path = typer.Argument(..., metavar="INPUT", help="The profile to check."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
     from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
 ) -> None:
@@ -257,7 +258,7 @@ def validate_(
 
 @app.command("open")
 def open_(
-    input: Path = typer.Argument(..., help="A profile of any supported format, or a Perfetto trace."),
+    input: Path = typer.Argument(..., metavar="INPUT", help="A profile of any supported format, or a Perfetto trace."),
     no_browser: bool = typer.Option(False, "--no-browser", "-n", help="Print the link, open no browser."),
     origin: str = typer.Option(serve.DEFAULT_ORIGIN, "--origin", help="The Perfetto UI to open it in."),
     port: int = typer.Option(serve.DEFAULT_PORT, "--port", help="Port on 127.0.0.1 (the UI only allows 9001)."),

@@ -138,3 +138,15 @@ def test_existing_output_is_replaced_whole(tmp_path):
     out.write_text("old content")
     assert run("convert", SOCCER, "-o", out).returncode == 0
     assert len(read_chrome_json(out).slices) == 25
+
+
+def test_a_perfetto_trace_as_input_says_what_it_is(tmp_path):
+    """traceconv converts into Perfetto's format; given a .pftrace it says so (the name is shared
+    with Perfetto's own traceconv, which converts out of it)."""
+    out = tmp_path / "run.pftrace"
+    assert run("convert", SOCCER, "-o", out).returncode == 0
+    renamed = tmp_path / "trace.bin"
+    renamed.write_bytes(out.read_bytes())      # detected by content, not by its name
+    r = run("convert", renamed, "-o", tmp_path / "x.json")
+    assert_one_line_error(r, "already a Perfetto protobuf trace", "traceconv open")
+    assert "INPUT" in run("convert").stderr

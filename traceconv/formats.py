@@ -122,8 +122,35 @@ def detect(head: bytes, path: str | Path) -> Format:
     for f in FORMATS:
         if f.reader and f.sniff and f.load("sniff")(head):
             return f
+    if looks_like_perfetto(head):
+        raise TraceconvError("this is already a Perfetto protobuf trace: traceconv converts into Perfetto's "
+                             "format, not out of it (that is Perfetto's own traceconv); open it in "
+                             "ui.perfetto.dev, or with 'traceconv open'", path=path)
     raise TraceconvError("cannot tell what format this file is; name it with --from "
                          f"(one of: {', '.join(reader_names())})", path=path)
+
+
+def looks_like_perfetto(head: bytes) -> bool:
+    """A Perfetto trace: TracePacket records (field 1, length-delimited) that parse as such."""
+    if head[:1] != b"\x0a":
+        return False
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    length, shift, i = 0, 0, 1
+    while i < len(head) and i < 11:
+        byte = head[i]
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not byte & 0x80:
+            break
+    packet = head[i:i + length]
+    if len(packet) < length or length == 0:
+        return False
+    try:
+        pb.TracePacket.FromString(packet)
+    except Exception:      # noqa: BLE001 (any parse failure means: not a packet)
+        return False
+    return True
 
 
 def for_output(path: str | Path, to: str | None = None) -> Format:
