@@ -62,8 +62,9 @@ def test_serves_the_converted_file_once_with_cors(tmp_path):
 
 def test_a_perfetto_trace_is_served_as_is_with_another_origin(tmp_path):
     import traceconv
-    src = tmp_path / "run.pftrace"
-    traceconv.convert(EXAMPLE, src)
+    traceconv.convert(EXAMPLE, tmp_path / "run.pftrace")
+    src = tmp_path / "run.trace"          # a Perfetto trace is recognised by its content
+    src.write_bytes((tmp_path / "run.pftrace").read_bytes())
     port = free_port()
     p, url = start(str(src), "--port", str(port), "--origin", "http://localhost:10000/some/path")
     try:

@@ -107,16 +107,13 @@ def convert(input: PathLike, output: PathLike, *, from_format: str | None = None
 
 
 
-PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb", ".pftrace.gz", ".perfetto-trace.gz")
-
 
 @contextlib.contextmanager
 def open_in_ui(input: PathLike, from_format: str | None = None) -> Iterator[Path]:
     """A Perfetto trace of ``input`` to serve: the file itself if it already is one, else a
     temporary ``.pftrace`` converted from it (removed afterwards)."""
     src = Path(input)
-    if from_format is None and src.name.lower().endswith(PERFETTO_SUFFIXES):
-        open_source(src)   # exists, readable, not empty
+    if from_format is None and _formats.looks_like_perfetto(open_source(src).head):
         yield src
         return
     tmp = Path(tempfile.mkdtemp(prefix="traceconv-"))
