@@ -39,3 +39,12 @@ def test_format_table_matches_the_registry():
         reads, writes = table[f.name]
         assert writes == bool(f.writer), f.name
         assert reads == bool(f.reader), f.name
+
+
+def test_every_dependency_is_explained():
+    import tomllib
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    table = README[README.index("| package | why |"):]
+    for dep in deps:
+        name = re.split(r"[<>=!~ \[]", dep)[0]
+        assert re.search(rf"^\| [^|]*\b{re.escape(name)}\b", table, re.M), f"README does not say why {name}"
