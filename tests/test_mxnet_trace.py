@@ -36,10 +36,7 @@ def read(path: Path | None = None, data: bytes | None = None):
 def test_detected_and_both_outputs_agree(path, tmp_path):
     trace = traceconv.load(path)
     assert trace.meta.source_format == "mxnet"
-    m = assert_outputs_agree(trace, tmp_path)
-    back = traceconv.load(tmp_path / "o.json")
-    nest(back)
-    assert_same_timeline(m, from_model(back))
+    assert_outputs_agree(trace, tmp_path, read_back=True)
 
 
 def test_counts_per_category_and_process():

@@ -333,9 +333,10 @@ def sample_files() -> list[Path]:
     return files
 
 
-def assert_outputs_agree(trace: Trace, tmp_path: Path) -> Timeline:
+def assert_outputs_agree(trace: Trace, tmp_path: Path, *, read_back: bool = False) -> Timeline:
     """Write ``trace`` to Chrome JSON and to Perfetto protobuf, decode both, and check that each
-    describes the model's timeline.  Returns the model's normalized timeline."""
+    describes the model's timeline; with ``read_back``, also that traceconv reads its own JSON
+    output back to that timeline.  Returns the model's normalized timeline."""
     import traceconv
     from traceconv.layout import nest
     nest(trace)
@@ -344,4 +345,9 @@ def assert_outputs_agree(trace: Trace, tmp_path: Path) -> Timeline:
     m = from_model(trace)
     assert_same_timeline(m, read_chrome_json(tmp_path / "o.json"))
     assert_same_timeline(m, read_perfetto(tmp_path / "o.pftrace"))
+    if read_back:
+        back = traceconv.load(tmp_path / "o.json")
+        assert back.meta.source_format == "chrome-json"      # traceconv's own output reads generically
+        nest(back)
+        assert_same_timeline(m, from_model(back))
     return m
