@@ -193,7 +193,7 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
             a = getattr(s, col)
             setattr(s, col, type(a)(a.typecode, np.frombuffer(a, dtype=a.typecode).take(idx).tobytes())
                     if len(idx) else type(a)(a.typecode))
-        s.args = [s.args[i] for i in idx.tolist()]
+        s.args = s.args.take(idx.tolist())
         s.depth = s.parent = None
         f = trace.flows
         if len(f):
@@ -220,7 +220,7 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
             for col in ("ts", "track", "name", "cat"):
                 a = getattr(ins, col)
                 setattr(ins, col, type(a)(a.typecode, np.frombuffer(a, dtype=a.typecode).take(idx).tobytes()))
-            ins.args = [ins.args[i] for i in idx.tolist()]
+            ins.args = ins.args.take(idx.tolist())
     c = trace.counters
     if len(c) and window:
         cts = np.frombuffer(c.ts, dtype=np.int64)

@@ -7,10 +7,11 @@ Shape, chosen for tens of millions of events:
 * Processes, threads and tracks are few and are ordinary objects.
 * Events are *columns*: one ``array.array`` per field (timestamps, durations,
   track ids, interned name and category ids), so a slice costs
-  ``8 + 8 + 4 + 4 + 4`` bytes of columns plus one list slot (8 bytes) for its
+  ``8 + 8 + 4 + 4 + 4`` bytes of columns plus one offset (8 bytes) for its
   args: **36 bytes per slice** when it has no args; args are kept as the
-  compact JSON text of an object (a ``bytes``), which is what the Chrome JSON
-  writer copies out verbatim and what the Perfetto writer decodes once.
+  compact JSON text of an object, packed into one buffer per table
+  (:class:`ArgsColumn`), which is what the Chrome JSON writer copies out
+  verbatim and what the Perfetto writer transcodes.
 * Strings (event names, categories) are interned once in a :class:`StringTable`.
 * Timestamps and durations are integer **nanoseconds**.  ``Trace.meta.clock``
   says what they count from (Unix epoch, or a synthesized zero).
@@ -92,6 +93,86 @@ def decode_args(raw: bytes | None) -> dict[str, Any]:
     return orjson.loads(raw) if raw else {}
 
 
+class ArgsColumn:
+    """The args of a table's rows: each row's compact JSON object text, or None (no args).
+
+    Stored packed -- one byte buffer and an offset per row -- instead of one ``bytes`` object per
+    row: a million rows of args cost their text plus 8 bytes each, not their text plus ~40 bytes of
+    object header and a list slot, and a reader or writer can hand the whole column to numpy at
+    once (:meth:`packed`).  Row ``i`` is ``data[off[i]:off[i + 1]]``; an empty row is None.
+    Behaves as a sequence of ``bytes | None`` for everything else.
+    """
+
+    __slots__ = ("_data", "_off")
+
+    def __init__(self, rows: "Any" = ()) -> None:
+        self._data = bytearray()
+        self._off = array("q", [0])
+        self.extend(rows)
+
+    def __len__(self) -> int:
+        return len(self._off) - 1
+
+    def __getitem__(self, i: int) -> bytes | None:
+        off = self._off
+        if i < 0:
+            i += len(off) - 1
+        a, b = off[i], off[i + 1]      # IndexError past the end, as a list would raise
+        return bytes(self._data[a:b]) if b > a else None
+
+    def __iter__(self):
+        data, off = self._data, self._off
+        a = 0
+        for b in off[1:]:
+            yield bytes(data[a:b]) if b > a else None
+            a = b
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, (ArgsColumn, list)) else NotImplemented
+
+    def append(self, row: bytes | None) -> None:
+        if row:
+            self._data += row
+        self._off.append(len(self._data))
+
+    def extend(self, rows: "Any") -> None:
+        if isinstance(rows, ArgsColumn):
+            base = len(self._data)
+            self._data += rows._data
+            import numpy as np
+            self._off.frombytes((np.frombuffer(rows._off, dtype=np.int64)[1:] + base).tobytes())
+            return
+        for r in rows:
+            self.append(r)
+
+    def extend_packed(self, data: "Any", lengths: "Any") -> None:
+        """Append rows given as one buffer of their texts back to back and each row's length
+        (0 for a row without args): how the fast readers add a chunk of rows at once."""
+        import numpy as np
+        base = len(self._data)
+        self._data += data
+        ends = np.cumsum(np.asarray(lengths, dtype=np.int64)) + base
+        self._off.frombytes(ends.tobytes())
+
+    def take(self, idx: "Any") -> "ArgsColumn":
+        """A new column of the rows at ``idx`` (integer indices), in that order."""
+        out = ArgsColumn()
+        for i in idx:
+            out.append(self[int(i)])
+        return out
+
+    def packed(self) -> "tuple[Any, Any]":
+        """(data, offsets) as numpy arrays (uint8, int64 of len(self) + 1), sharing memory with the
+        column: valid until the column next grows."""
+        import numpy as np
+        return (np.frombuffer(self._data, dtype=np.uint8) if self._data else np.zeros(0, np.uint8),
+                np.frombuffer(self._off, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return len(self._data) + 8 * len(self._off)
+
+
 @dataclass(eq=False)
 class Process:
     id: int
@@ -139,7 +220,7 @@ class SliceTable:
         self.track = array("i")
         self.name = array("i")
         self.cat = array("i")
-        self.args: list[bytes | None] = []
+        self.args = ArgsColumn()
         self.depth: array | None = None   # set by layout.nest(): nesting depth on its track
         self.parent: array | None = None  # set by layout.nest(): enclosing slice on its track, or -1
 
@@ -155,7 +236,7 @@ class InstantTable:
         self.track = array("i")
         self.name = array("i")
         self.cat = array("i")
-        self.args: list[bytes | None] = []
+        self.args = ArgsColumn()
 
     def __len__(self) -> int:
         return len(self.ts)
