@@ -1,0 +1,18 @@
+"""Compiled kernels for the hot paths (scanning event arrays, encoding protobuf).
+
+The per-event work of a conversion -- tens of millions of events -- runs in loops over numpy
+byte buffers compiled by numba, so it costs machine instructions per byte, not Python bytecodes
+per event.  Kernels are compiled on first use and cached on disk (numba's ``cache=True``: in
+``__pycache__`` beside this package, or the user's cache directory when that is read-only), so
+only the very first conversion on a machine pays the compilation.
+
+Everything here works on plain arrays and knows nothing of the model or of any file format
+beyond the byte-level grammar it handles; the readers and writers call it.
+"""
+
+from __future__ import annotations
+
+import numba
+
+# nogil: a kernel may run beside other threads; cache: compiled once per machine, not per process
+jit = numba.njit(cache=True, nogil=True, boundscheck=False)
