@@ -1,13 +1,23 @@
-"""Benchmarks of traceconv against json.loads and the naive converter, side by side.
+"""Benchmarks of traceconv against json.loads and the naive converter: every target of issue 7.
 
     python benchmarks/bench.py                       # 100k and 1M events, merge of 8 x 250k
-    python benchmarks/bench.py --sizes 100k,1M,4M --repeat 3
+    python benchmarks/bench.py --sizes 100k,1M,4M --repeat 3 --verify --json out.json
 
-Every measurement runs in a fresh child process (time and its own peak RSS), on traces
-made by benchmarks/generate.py (seeded) in benchmarks/data/ (not in git).  Prints, per
-size: time / json.loads (garbage collector off), time / naive, peak RSS / input size,
-output / input size, compressed output / gzip of the input, and with --verify how many
-complete events lost their own duration.
+Traces are made once by benchmarks/generate.py (seeded) in benchmarks/data/ (not in git),
+each with a gzip -6 copy (big_{size}.pt.trace.json.gz).  Every measurement runs in a fresh
+child process, which reports its own time and peak RSS (VmHWM).  With --repeat N the runs
+alternate (json.loads, convert, json.loads of the .gz, convert of the .gz, then again) and
+the medians are reported; the naive converter runs once per size.
+
+Per size it prints: json.loads (garbage collector off) time; traceconv convert time / json.loads,
+time / naive, peak RSS / input size, .pftrace / input size, gzip -6 of the .pftrace / gzip of
+the JSON; the same convert from the .json.gz (baseline: gzip.decompress + json.loads, peak RSS
+against the uncompressed JSON's size); with --verify, how many complete events lost their own
+duration (traceconv and naive).  With more than one size: time and peak RSS per event, less
+the start-up cost of `import traceconv` measured in a child.  Then the merge of 8 ranks:
+time / json.loads of all eight files, CPU time / wall time (both cores used?), peak RSS of
+the main process and of its largest worker.  Last, a summary with one line per target: the
+figure, the target, and met / NOT MET.  --json saves all figures.
 """
 
 from __future__ import annotations
@@ -16,24 +26,32 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
 DATA = HERE / "data"
+MB = 1e6
 
 CHILD = r"""
-import gc, json, sys, time
+import gc, gzip, json, resource, sys, time
 what, args = sys.argv[1], sys.argv[2:]
 t = time.perf_counter()
-if what == "jsonloads":
+cpu0 = time.process_time()
+if what == "import":
+    import traceconv
+elif what == "jsonloads":
     gc.disable()
     for a in args:
         with open(a, "rb") as f:
-            json.loads(f.read())
+            raw = f.read()
+        if a.endswith(".gz"):
+            raw = gzip.decompress(raw)
+        json.loads(raw)
+        del raw
 elif what == "convert":
     import traceconv
     traceconv.convert(args[0], args[1])
@@ -45,24 +63,34 @@ elif what == "merge":
     import traceconv
     traceconv.merge(args[1:], args[0])
 dt = time.perf_counter() - t
+# CPU time of this process and of the worker processes it waited for (merge's pool)
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = time.process_time() - cpu0 + kids.ru_utime + kids.ru_stime
 # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across fork+exec, so a child would report the
 # benchmark's own peak; VmHWM belongs to this process's address space alone
 with open("/proc/self/status") as f:
     hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-print(json.dumps({"seconds": dt, "maxrss": hwm}))
+print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "maxrss": hwm, "largest_worker_maxrss": kids.ru_maxrss * 1024}))
 """
 
 
-def measure(what: str, *args: str | Path, repeat: int = 1) -> dict:
-    runs = []
+def run_child(what: str, *args: str | Path) -> dict:
+    """One measurement in a fresh Python process."""
+    r = subprocess.run([sys.executable, "-c", CHILD % {"here": str(HERE)}, what, *map(str, args)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"{what} failed:\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def alternate(jobs: dict[str, tuple], repeat: int) -> dict[str, dict]:
+    """Run every job once per round, in the given order, for ``repeat`` rounds (so a slow
+    moment of a noisy machine falls on all of them alike); the median of each figure per job."""
+    runs: dict[str, list[dict]] = {label: [] for label in jobs}
     for _ in range(repeat):
-        r = subprocess.run([sys.executable, "-c", CHILD % {"here": str(HERE)}, what, *map(str, args)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            raise SystemExit(f"{what} failed:\n{r.stderr}")
-        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
-    return {"seconds": statistics.median(x["seconds"] for x in runs),
-            "maxrss": statistics.median(x["maxrss"] for x in runs)}
+        for label, (what, *args) in jobs.items():
+            runs[label].append(run_child(what, *args))
+    return {label: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for label, rs in runs.items()}
 
 
 def parse_size(text: str) -> int:
@@ -72,10 +100,28 @@ def parse_size(text: str) -> int:
 
 
 def ensure(path: Path, events: int, **kw) -> Path:
+    """The generated trace at ``path``, made once (written under another name, then renamed,
+    so that an interrupted run leaves no half file)."""
     if not path.exists():
         sys.path.insert(0, str(HERE))
         from generate import generate
-        path.write_bytes(generate(events, **kw))
+        print(f"generating {path.name} ({events:,} events)...", flush=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(generate(events, **kw))
+        tmp.rename(path)
+    return path
+
+
+def ensure_gz(src: Path) -> Path:
+    """``src`` gzipped at level 6 next to it, made once."""
+    path = src.with_name(src.name + ".gz")
+    if not path.exists():
+        print(f"gzipping {src.name}...", flush=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(src, "rb") as f, open(tmp, "wb") as raw, \
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) as g:
+            shutil.copyfileobj(f, g, 1 << 20)
+        tmp.rename(path)
     return path
 
 
@@ -86,6 +132,7 @@ def durations_lost(src: Path, out: Path) -> tuple[int, int]:
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     doc = json.loads(src.read_bytes())
     want = Counter((e["name"], round(float(e["dur"]) * 1000)) for e in doc["traceEvents"] if e.get("ph") == "X")
+    del doc
     tr = pb.Trace()
     tr.ParseFromString(out.read_bytes())
     names: dict[int, str] = {}
@@ -105,73 +152,171 @@ def durations_lost(src: Path, out: Path) -> tuple[int, int]:
     return sum((want - got).values()), sum(want.values())
 
 
+def gzip_size(path: Path) -> int:
+    return len(gzip.compress(path.read_bytes(), 6))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="100k,1M")
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--sizes", default="100k,1M", help="events per trace, comma-separated (100k,1M,4M)")
+    ap.add_argument("--repeat", type=int, default=1, help="alternated runs of each measurement; medians are shown")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--rank-events", default="250k")
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--no-merge", action="store_true")
     ap.add_argument("--verify", action="store_true", help="decode the outputs and count wrong durations")
+    ap.add_argument("--json", metavar="OUT", help="save all figures to this JSON file")
     a = ap.parse_args()
     DATA.mkdir(exist_ok=True)
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; median of {a.repeat} run(s)\n")
+    machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"
+    print(f"machine: {machine}; median of {a.repeat} alternated run(s), each in a fresh process\n", flush=True)
+    summary: list[dict] = []
+
+    def target(what: str, figure: str, goal: str, met: bool | None) -> None:
+        summary.append({"target": what, "figure": figure, "goal": goal,
+                        "verdict": "not checked" if met is None else "met" if met else "NOT MET"})
+
+    startup = alternate({"import": ("import",)}, a.repeat)["import"]
     rows = []
     for size in a.sizes.split(","):
-        n = parse_size(size)
-        src = ensure(DATA / f"big_{size}.pt.trace.json", n)
-        raw = src.read_bytes()
-        t = time.perf_counter()
-        gz = len(gzip.compress(raw, 6))
-        gz_s = time.perf_counter() - t
-        del raw
-        insize = src.stat().st_size
-        base = measure("jsonloads", src, repeat=a.repeat)
-        ours = measure("convert", src, DATA / f"out_{size}.pftrace", repeat=a.repeat)
-        out = (DATA / f"out_{size}.pftrace").stat().st_size
-        outgz = len(gzip.compress((DATA / f"out_{size}.pftrace").read_bytes(), 6))
-        naive = None if a.no_naive else measure("naive", src, DATA / f"naive_{size}.pftrace", repeat=a.repeat)
-        row = {"size": size, "events": n, "input_mb": insize / 1e6, "json_loads_s": base["seconds"],
-               "json_loads_rss_mb": base["maxrss"] / 1e6, "convert_s": ours["seconds"],
-               "convert_rss_mb": ours["maxrss"] / 1e6, "pftrace_mb": out / 1e6, "pftrace_gz_mb": outgz / 1e6,
-               "input_gz_mb": gz / 1e6, "gzip_s": gz_s}
-        if naive:
-            row.update(naive_s=naive["seconds"], naive_rss_mb=naive["maxrss"] / 1e6,
-                       naive_mb=(DATA / f"naive_{size}.pftrace").stat().st_size / 1e6)
-        if a.verify:
-            row["ours_lost"], row["complete"] = durations_lost(src, DATA / f"out_{size}.pftrace")
-            if naive:
-                row["naive_lost"], _ = durations_lost(src, DATA / f"naive_{size}.pftrace")
+        row = measure_size(size, parse_size(size), a)
         rows.append(row)
         report(row)
-    if not a.no_merge:
-        n = parse_size(a.rank_events)
-        files = [ensure(DATA / f"rank{r}_{a.rank_events}.pt.trace.json", n, seed=1, rank=r, world=a.ranks,
-                        offset_ns=r * 700_000) for r in range(a.ranks)]
-        base = measure("jsonloads", *files, repeat=a.repeat)
-        ours = measure("merge", DATA / "merged.pftrace", *files, repeat=a.repeat)
-        print(f"merge {a.ranks} x {a.rank_events}: {ours['seconds']:.1f} s = {ours['seconds'] / base['seconds']:.2f} x "
-              f"json.loads of all files ({base['seconds']:.1f} s) [target <= 1.0]; peak RSS {ours['maxrss'] / 1e6:.0f} MB "
-              f"for {sum(f.stat().st_size for f in files) / 1e6:.0f} MB of input")
-    print("\n" + json.dumps(rows, indent=1))
+        size_targets(row, target)
+    linear = growth(rows, startup, target) if len(rows) > 1 else []
+    merge = None if a.no_merge else measure_merge(a, target)
+
+    print("\n== summary (issue 7 targets)")
+    w = [max(len(r[k]) for r in summary) for k in ("target", "figure", "goal")]
+    for r in summary:
+        print(f"  {r['target']:<{w[0]}}  {r['figure']:>{w[1]}}  {r['goal']:<{w[2]}}  {r['verdict']}")
+    missed = sum(r["verdict"] == "NOT MET" for r in summary)
+    unchecked = sum(r["verdict"] == "not checked" for r in summary)
+    print(f"  {len(summary) - missed - unchecked} of {len(summary)} targets met, {missed} NOT MET"
+          + (f", {unchecked} not checked (add --verify)" if unchecked else ""))
+    if a.json:
+        Path(a.json).write_text(json.dumps({"machine": machine, "repeat": a.repeat, "startup": startup,
+                                            "sizes": rows, "linear": linear, "merge": merge,
+                                            "summary": summary}, indent=1) + "\n")
+        print(f"figures saved to {a.json}")
+
+
+def measure_size(size: str, n: int, a: argparse.Namespace) -> dict:
+    src = ensure(DATA / f"big_{size}.pt.trace.json", n)
+    srcgz = ensure_gz(src)
+    out, out_from_gz = DATA / f"out_{size}.pftrace", DATA / f"out_{size}_from_gz.pftrace"
+    print(f"measuring {size}...", flush=True)
+    m = alternate({"jsonloads": ("jsonloads", src), "convert": ("convert", src, out),
+                   "jsonloads_gz": ("jsonloads", srcgz), "convert_gz": ("convert", srcgz, out_from_gz)}, a.repeat)
+    row = {"size": size, "events": n, "input_bytes": src.stat().st_size, "input_gz_bytes": srcgz.stat().st_size,
+           **{f"{label}_{k}": v for label, fig in m.items() for k, v in fig.items() if k in ("seconds", "maxrss")},
+           "pftrace_bytes": out.stat().st_size, "pftrace_gz_bytes": gzip_size(out)}
+    # the .json.gz input should give the very same .pftrace; its sizes are measured either way
+    same = out.read_bytes() == out_from_gz.read_bytes()
+    row.update(gz_same_output=same, pftrace_from_gz_bytes=out_from_gz.stat().st_size,
+               pftrace_from_gz_gz_bytes=row["pftrace_gz_bytes"] if same else gzip_size(out_from_gz))
+    if not a.no_naive:
+        naive = run_child("naive", src, DATA / f"naive_{size}.pftrace")
+        row.update(naive_seconds=naive["seconds"], naive_maxrss=naive["maxrss"],
+                   naive_bytes=(DATA / f"naive_{size}.pftrace").stat().st_size)
+    if a.verify:
+        row["lost"], row["complete"] = durations_lost(src, out)
+        if not a.no_naive:
+            row["naive_lost"], _ = durations_lost(src, DATA / f"naive_{size}.pftrace")
+    return row
 
 
 def report(r: dict) -> None:
-    print(f"== {r['size']} events, {r['input_mb']:.0f} MB of Kineto JSON")
-    print(f"  json.loads (gc off): {r['json_loads_s']:.2f} s, {r['json_loads_rss_mb']:.0f} MB peak")
-    print(f"  traceconv convert:   {r['convert_s']:.2f} s = {r['convert_s'] / r['json_loads_s']:.2f} x json.loads "
-          f"[target <= 1.0]; peak RSS {r['convert_rss_mb']:.0f} MB = {r['convert_rss_mb'] / r['input_mb']:.2f} x input "
-          f"[target <= 1.0]")
-    if "naive_s" in r:
-        print(f"  naive converter:     {r['naive_s']:.2f} s, {r['naive_rss_mb']:.0f} MB peak, {r['naive_mb']:.0f} MB out; "
-              f"traceconv takes {r['convert_s'] / r['naive_s']:.2f} x its time")
-    print(f"  .pftrace: {r['pftrace_mb']:.1f} MB = {100 * r['pftrace_mb'] / r['input_mb']:.1f} % of the input "
-          f"[target <= 15 %]; gzipped {r['pftrace_gz_mb']:.1f} MB vs gzip of the JSON {r['input_gz_mb']:.1f} MB "
-          f"({r['gzip_s']:.1f} s) = {r['pftrace_gz_mb'] / r['input_gz_mb']:.2f} x [target < 1.0]")
-    if "ours_lost" in r:
-        print(f"  complete events that lost their own duration: traceconv {r['ours_lost']} of {r['complete']}"
-              + (f", naive {r['naive_lost']}" if "naive_lost" in r else ""))
+    inp = r["input_bytes"]
+    print(f"\n== {r['size']} events, {inp / MB:.0f} MB of Kineto JSON ({r['input_gz_bytes'] / MB:.1f} MB gzipped)")
+    print(f"  json.loads (gc off):      {r['jsonloads_seconds']:.2f} s, {r['jsonloads_maxrss'] / MB:.0f} MB peak")
+    print(f"  traceconv convert:        {r['convert_seconds']:.2f} s = {r['convert_seconds'] / r['jsonloads_seconds']:.2f} x "
+          f"json.loads [target <= 1.0]; peak RSS {r['convert_maxrss'] / MB:.0f} MB = "
+          f"{r['convert_maxrss'] / inp:.2f} x input [target <= 1.0]")
+    if "naive_seconds" in r:
+        print(f"  naive converter (1 run):  {r['naive_seconds']:.2f} s, {r['naive_maxrss'] / MB:.0f} MB peak, "
+              f"{r['naive_bytes'] / MB:.0f} MB out; traceconv takes {r['convert_seconds'] / r['naive_seconds']:.2f} x its time")
+    print(f"  .pftrace: {r['pftrace_bytes'] / MB:.1f} MB = {100 * r['pftrace_bytes'] / inp:.1f} % of the input "
+          f"[target <= 15 %]; gzip -6 of it {r['pftrace_gz_bytes'] / MB:.1f} MB vs gzip of the JSON "
+          f"{r['input_gz_bytes'] / MB:.1f} MB = {r['pftrace_gz_bytes'] / r['input_gz_bytes']:.2f} x [target < 1.0]")
+    print("  from the .json.gz:")
+    print(f"    gzip.decompress + json.loads (gc off): {r['jsonloads_gz_seconds']:.2f} s, "
+          f"{r['jsonloads_gz_maxrss'] / MB:.0f} MB peak")
+    print(f"    traceconv convert: {r['convert_gz_seconds']:.2f} s = "
+          f"{r['convert_gz_seconds'] / r['jsonloads_gz_seconds']:.2f} x that [target <= 1.0]; "
+          f"peak RSS {r['convert_gz_maxrss'] / MB:.0f} MB = {r['convert_gz_maxrss'] / inp:.2f} x the uncompressed "
+          f"JSON's size [target <= 1.0]")
+    print(f"    .pftrace {'identical to' if r['gz_same_output'] else 'DIFFERENT from'} the one made from the JSON")
+    if "lost" in r:
+        print(f"  complete events that lost their own duration: traceconv {r['lost']:,} of {r['complete']:,}"
+              + (f", naive {r['naive_lost']:,}" if "naive_lost" in r else ""))
+
+
+def size_targets(r: dict, target) -> None:
+    s, inp = r["size"], r["input_bytes"]
+    x = r["convert_seconds"] / r["jsonloads_seconds"]
+    target(f"{s}: convert time / json.loads", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
+    x = r["convert_maxrss"] / inp
+    target(f"{s}: convert peak RSS / input", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
+    x = r["pftrace_bytes"] / inp
+    target(f"{s}: .pftrace / input", f"{100 * x:.1f} %", "<= 15 %", x <= 0.15)
+    x = r["pftrace_gz_bytes"] / r["input_gz_bytes"]
+    target(f"{s}: .pftrace.gz / gzip of the JSON", f"{x:.2f} x", "< 1.0 x", x < 1.0)
+    x = r["convert_gz_seconds"] / r["jsonloads_gz_seconds"]
+    target(f"{s}: .json.gz convert time / (gunzip + json.loads)", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
+    x = r["convert_gz_maxrss"] / inp
+    target(f"{s}: .json.gz convert peak RSS / JSON size", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
+    x = r["pftrace_from_gz_bytes"] / inp
+    target(f"{s}: .json.gz: .pftrace / JSON size", f"{100 * x:.1f} %", "<= 15 %", x <= 0.15)
+    x = r["pftrace_from_gz_gz_bytes"] / r["input_gz_bytes"]
+    target(f"{s}: .json.gz: .pftrace.gz / .json.gz", f"{x:.2f} x", "< 1.0 x", x < 1.0)
+    if "lost" in r:
+        target(f"{s}: complete events keep own name + duration", f"{r['lost']:,} of {r['complete']:,} lost",
+               "0 lost", r["lost"] == 0)
+    else:
+        target(f"{s}: complete events keep own name + duration", "-", "0 lost", None)
+
+
+def growth(rows: list[dict], startup: dict, target) -> list[dict]:
+    """Time and peak RSS per event of convert (JSON input) at each size, less the start-up cost."""
+    print(f"\n== growth: convert of the JSON, less the start-up cost measured by `import traceconv` in a child "
+          f"({startup['seconds']:.2f} s, {startup['maxrss'] / MB:.0f} MB peak), subtracted from each size")
+    out = []
+    for r in sorted(rows, key=lambda r: r["events"]):
+        out.append({"size": r["size"], "events": r["events"],
+                    "us_per_event": (r["convert_seconds"] - startup["seconds"]) / r["events"] * 1e6,
+                    "rss_bytes_per_event": (r["convert_maxrss"] - startup["maxrss"]) / r["events"]})
+    first = out[0]
+    for g in out:
+        t, m = g["us_per_event"] / first["us_per_event"], g["rss_bytes_per_event"] / first["rss_bytes_per_event"]
+        print(f"  {g['size']:>5}: {g['us_per_event']:.2f} µs per event ({t:.2f} x {first['size']}'s), "
+              f"{g['rss_bytes_per_event']:.0f} bytes of peak RSS per event ({m:.2f} x)")
+        if g is not first:
+            # time flat: within ±25 % of the smallest size's; memory flat or falling (memory that
+            # grows slower than the input is what the issue asks for), so at most +25 %
+            target(f"{g['size']}: time per event vs {first['size']}", f"{t:.2f} x", "0.75-1.25 x", 0.75 <= t <= 1.25)
+            target(f"{g['size']}: peak RSS per event vs {first['size']}", f"{m:.2f} x", "<= 1.25 x", m <= 1.25)
+    return out
+
+
+def measure_merge(a: argparse.Namespace, target) -> dict:
+    n = parse_size(a.rank_events)
+    files = [ensure(DATA / f"rank{r}_{a.rank_events}.pt.trace.json", n, seed=1, rank=r, world=a.ranks,
+                    offset_ns=r * 700_000) for r in range(a.ranks)]
+    inp = sum(f.stat().st_size for f in files)
+    print(f"\nmeasuring merge {a.ranks} x {a.rank_events}...", flush=True)
+    m = alternate({"jsonloads": ("jsonloads", *files), "merge": ("merge", DATA / "merged.pftrace", *files)}, a.repeat)
+    base, ours = m["jsonloads"], m["merge"]
+    x = ours["seconds"] / base["seconds"]
+    cores = ours["cpu_seconds"] / ours["seconds"]
+    print(f"== merge {a.ranks} x {a.rank_events} ({inp / MB:.0f} MB of JSON): {ours['seconds']:.1f} s = {x:.2f} x "
+          f"json.loads of all files ({base['seconds']:.1f} s) [target <= 1.0]; CPU time / wall time {cores:.2f} "
+          f"[target > 1.0: more than one core busy]; peak RSS {ours['maxrss'] / MB:.0f} MB in the main process, "
+          f"{ours['largest_worker_maxrss'] / MB:.0f} MB in the largest worker (a forked worker counts the pages "
+          f"it shares with the main process)")
+    target(f"merge {a.ranks} x {a.rank_events}: time / json.loads of all", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
+    target(f"merge {a.ranks} x {a.rank_events}: uses both cores (CPU / wall)", f"{cores:.2f}", "> 1.0", cores > 1.0)
+    return {"ranks": a.ranks, "rank_events": n, "input_bytes": inp, "jsonloads": base, "merge": ours}
 
 
 if __name__ == "__main__":
