@@ -1,6 +1,7 @@
-"""Large files are decoded a chunk at a time: the result must be the very same timeline as reading
-the whole document at once, for every real timeline sample (with tiny chunks, so that every file
-is cut many times, at candidate boundaries inside args too)."""
+"""Event arrays are read by the compiled scanner, a block of text at a time: the result must be the
+very same timeline as reading the whole document with the general decoder, for every real timeline
+sample, with one block and with tiny blocks (so that every file is cut many times, inside events,
+strings, numbers and args too)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ FILES = sorted(p for d in ("kineto", "composer", "mxnet_trace", "megengine_timel
 
 
 def read(path: Path, chunk: int | None, monkeypatch):
-    monkeypatch.setattr(chrome, "CHUNK_BYTES", chunk if chunk is not None else 1 << 62)
+    """chunk None: the whole-document decoder (the reference); else the scanner, in blocks of chunk."""
+    monkeypatch.setattr(chrome, "FAST", chunk is not None)
+    monkeypatch.setattr(chrome, "CHUNK_BYTES", chunk or 1 << 62)
     t = traceconv.load(path)
     nest(t)
     return t
@@ -29,11 +32,12 @@ def read(path: Path, chunk: int | None, monkeypatch):
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_chunked_reading_gives_the_same_timeline(path, monkeypatch):
     whole = read(path, None, monkeypatch)
-    chunked = read(path, 1500, monkeypatch)
-    assert_same_timeline(from_model(whole), from_model(chunked))
-    assert {(w.code, w.message, w.count) for w in whole.diagnostics.warnings} == \
-           {(w.code, w.message, w.count) for w in chunked.diagnostics.warnings}
-    assert whole.meta.as_dict() == chunked.meta.as_dict()
+    for chunk in (1 << 62, 1500, 7):
+        chunked = read(path, chunk, monkeypatch)
+        assert_same_timeline(from_model(whole), from_model(chunked))
+        assert {(w.code, w.message, w.count) for w in whole.diagnostics.warnings} == \
+               {(w.code, w.message, w.count) for w in chunked.diagnostics.warnings}
+        assert whole.meta.as_dict() == chunked.meta.as_dict()
 
 
 def test_chunks_cut_between_events_only(monkeypatch):
@@ -47,8 +51,9 @@ def test_chunks_cut_between_events_only(monkeypatch):
 def test_a_document_the_chunks_cannot_read_falls_back(tmp_path, monkeypatch):
     """A truncated file (no closing bracket) is read by the repairing whole-document path."""
     src = FIX / "mxnet_trace" / "generated_mxnet191_continuous_dump_midrun_TRUNCATED.json"
-    monkeypatch.setattr(chrome, "CHUNK_BYTES", 1 << 62)
+    monkeypatch.setattr(chrome, "FAST", False)
     whole = traceconv.load(src)
+    monkeypatch.setattr(chrome, "FAST", True)
     monkeypatch.setattr(chrome, "CHUNK_BYTES", 1000)
     chunked = traceconv.load(src)
     assert len(whole.slices) == len(chunked.slices) > 0

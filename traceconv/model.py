@@ -150,7 +150,7 @@ class ArgsColumn:
         (0 for a row without args): how the fast readers add a chunk of rows at once."""
         import numpy as np
         base = len(self._data)
-        self._data += data
+        self._data += memoryview(data).cast("B")
         ends = np.cumsum(np.asarray(lengths, dtype=np.int64)) + base
         self._off.frombytes(ends.tobytes())
 

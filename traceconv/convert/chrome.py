@@ -51,6 +51,7 @@ from __future__ import annotations
 import bisect
 import decimal
 import gc
+import itertools
 import json
 import math
 import re
@@ -60,10 +61,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import msgspec
+import numpy as np
 import orjson
 from msgspec import Raw
 
 from ..errors import TraceconvError, WarningCode
+from ..fast import jsonscan
 from ..io import Source
 from ..model import Clock, Thread, Trace, TrackKind
 
@@ -133,7 +136,9 @@ def _header_value(raw: Raw) -> Any:
             return None
 
 
-CHUNK_BYTES = 16 << 20      # a larger file's events are decoded this much text at a time
+CHUNK_BYTES = 16 << 20      # the event array's text is scanned this much at a time
+SCAN_ROWS = 1 << 16         # events scanned into columns at a time
+FAST = True                 # False: read every file with the whole-document decoder (the reference)
 _NEXT_EVENT_B = re.compile(rb"\}\s*,\s*\{")
 
 
@@ -657,7 +662,7 @@ class ChromeReader:
 
     def read(self) -> Trace:
         data = self.data if self.data is not None else self.source.read_bytes()  # type: ignore[union-attr]
-        if len(data) > CHUNK_BYTES and self.streamable():
+        if FAST and self.streamable():
             try:
                 return self._read_chunked(data)
             except _ChunkFailure:
@@ -699,9 +704,15 @@ class ChromeReader:
 
     time_base_from_first_chunk = True
 
+    @property
+    def _plain_times(self) -> bool:
+        """Whether ts/dur are read as plain µs (no dialect reads them its own way)."""
+        return type(self).ts_converter is ChromeReader.ts_converter
+
     def _read_chunked(self, data: bytes) -> Trace:
-        """Decode and convert the events a chunk at a time, so that only one chunk of event structs
-        exists at once (the file's text stays in memory: the structs point into it)."""
+        """Read the events with the compiled scanner (:mod:`traceconv.fast.jsonscan`), a block of
+        ``CHUNK_BYTES`` of text at a time: plain complete events become slice rows in bulk, every
+        other event is decoded from its own text by the general decoder and converted one by one."""
         start = data.lstrip()[:1]
         try:
             if start == b"[":
@@ -718,16 +729,24 @@ class ChromeReader:
                 raise _ChunkFailure
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise _ChunkFailure from None
-        chunks = _event_chunks(text, CHUNK_BYTES)
-        # the time base is judged from the first events (as on the whole-document path, which
-        # samples the first 2000): gather chunks until there are that many
-        head: list[list[Event]] = []
-        for c in chunks:
-            head.append(c)
-            if sum(map(len, head)) >= 2000:
-                break
-        first = [ev for c in head for ev in c]
-        doc = Document(header, first, start == b"[")
+        i = 0
+        while i < len(text) and text[i] in b" \t\r\n":
+            i += 1
+        if bytes(text[i:i + 1]) != b"[":
+            raise _ChunkFailure
+        blocks = (text[k:k + CHUNK_BYTES] for k in range(i + 1, len(text), CHUNK_BYTES))
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._scan_blocks(header, start == b"[", blocks)
+            self._finish_events()
+        finally:
+            if was_enabled:
+                gc.enable()
+        return self.trace
+
+    def _begin(self, header: dict[str, Any], is_array: bool, first: list[Event]) -> None:
+        doc = Document(header, first, is_array)
         if is_own_output(header):
             self._own = True
             ChromeReader.on_header(self, header, doc)
@@ -736,25 +755,142 @@ class ChromeReader:
         else:
             self.on_header(header, doc)
             self.time_base(header, first)
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            seq = 0
-            del doc, first
-            def in_order() -> Iterator[list[Event]]:
-                while head:                      # hand the gathered chunks over, keeping none
-                    yield head.pop(0)
-                yield from chunks
 
-            for events in in_order():
-                self._convert_events(events, seq)
-                seq += len(events)
-                self.n_events += len(events)
-            self._finish_events()
-        finally:
-            if was_enabled:
-                gc.enable()
-        return self.trace
+    def _scan_blocks(self, header: dict[str, Any], is_array: bool, blocks: Iterator[Any]) -> None:
+        """Scan the events of the array's text, given as consecutive blocks after its ``[``."""
+        cols = jsonscan.Columns(SCAN_ROWS, 0)
+        strings = jsonscan.Strings()
+        self._smap = np.zeros(0, np.int32)
+        blocks = iter(blocks)
+        # the time base is judged from the first 2000 events (as on the whole-document path):
+        # read blocks until they hold that many, or the array ends
+        head = b""
+        sample = jsonscan.Columns(2000, 0)
+        status = jsonscan.MORE
+        n = 0
+        scanned = 0
+        for block in blocks:
+            head += bytes(block)
+            if len(head) < 2 * scanned:
+                continue                     # rescan only when the head has doubled: linear time
+            scanned = len(head)
+            while True:
+                n, _, status = jsonscan.scan(np.frombuffer(head, np.uint8), 0, sample, strings)
+                if status != jsonscan.GROW:
+                    break
+                strings.grow()
+            if status != jsonscan.MORE:
+                break
+        else:
+            if head:
+                while True:
+                    n, _, status = jsonscan.scan(np.frombuffer(head, np.uint8), 0, sample, strings)
+                    if status != jsonscan.GROW:
+                        break
+                    strings.grow()
+        self._begin(header, is_array, self._decode_rows(np.frombuffer(head, np.uint8), sample, np.arange(n))
+                    if status != jsonscan.BAD else [])
+        del sample
+        seq = 0
+        carry = b""
+        ended = False
+        for block in itertools.chain([head], blocks):
+            buf = np.frombuffer(carry + bytes(block), np.uint8) if carry else np.frombuffer(block, np.uint8)
+            pos = 0
+            while True:
+                n, pos, status = jsonscan.scan(buf, pos, cols, strings)
+                if status == jsonscan.BAD:
+                    raise _ChunkFailure
+                if n:
+                    self._take_rows(buf, cols, strings, n, seq)
+                    seq += n
+                    self.n_events += n
+                if status == jsonscan.GROW:
+                    strings.grow()
+                elif status != jsonscan.FULL:
+                    break
+            if status == jsonscan.END:
+                ended = True
+                if len(buf) - pos and bytes(buf[pos:]).strip():
+                    raise _ChunkFailure          # text after the array's end
+                carry = b""
+                continue
+            carry = bytes(buf[pos:])
+        if not ended or carry.strip():
+            raise _ChunkFailure                  # truncated: the repairing path reads it
+
+    def _decode_rows(self, buf: np.ndarray, cols: "jsonscan.Columns", rows: np.ndarray) -> list[Event]:
+        """The events of the given rows, decoded from their own text by msgspec."""
+        start, end = cols.start, cols.end
+        piece = b"[" + b",".join(buf[start[r]:end[r]].tobytes() for r in rows.tolist()) + b"]"
+        try:
+            events = _EVENTS.decode(piece)
+            if _has_inexact_times(events):
+                events = _EXACT_EVENTS.decode(piece)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise _ChunkFailure from None
+        return events
+
+    def _string_ids(self, strings: "jsonscan.Strings") -> np.ndarray:
+        """The model's string id of every scanner string (-1: not valid UTF-8, left to msgspec)."""
+        smap = self._smap
+        n = len(strings)
+        if len(smap) < n:
+            intern = self.trace.strings.intern
+            new = np.empty(n - len(smap), np.int32)
+            for k in range(len(smap), n):
+                try:
+                    new[k - len(smap)] = intern(strings.get(k).decode("utf-8"))
+                except UnicodeDecodeError:
+                    new[k - len(smap)] = -1
+            smap = self._smap = np.concatenate([smap, new])
+        return smap
+
+    def _take_rows(self, buf: np.ndarray, cols: "jsonscan.Columns", strings: "jsonscan.Strings", n: int,
+                   seq0: int) -> None:
+        """Rows ``0..n-1`` of the scanner's output, numbered from ``seq0`` in the file: complete
+        events of the plain shape in bulk, the rest through :meth:`_convert_events`."""
+        flags = cols.flags[:n]
+        smap = self._string_ids(strings)
+        name = cols.name[:n]
+        cat = cols.cat[:n]
+        name_id = np.where(name >= 0, smap[np.maximum(name, 0)], 0) if len(smap) else np.zeros(n, np.int32)
+        cat_id = np.where(cat >= 0, smap[np.maximum(cat, 0)], 0) if len(smap) else np.zeros(n, np.int32)
+        need = jsonscan.F_TS | jsonscan.F_DUR | jsonscan.F_PH
+        fast = ((flags & (jsonscan.SLOW | need)) == need) & (cols.ph[:n] == ord("X")) & (cols.dur[:n] >= 0) \
+            & (name_id >= 0) & (cat_id >= 0)
+        if not self._plain_times:
+            fast[:] = False
+        rows = np.flatnonzero(fast)
+        # the compacted args of the rows that are not SLOW lie back to back, in row order
+        alen = cols.alen[:n]
+        if len(rows):
+            ts = cols.ts[rows] + self.base_ns
+            dur = cols.dur[rows]
+            pid = np.where(flags[rows] & jsonscan.F_PID, cols.pid[rows], 0)
+            tid = np.where(flags[rows] & jsonscan.F_TID, cols.tid[rows],
+                           0 if self.missing_tid == "zero" else pid)
+            pairs, inv = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
+            thread = self.thread
+            track_of = np.array([thread(int(p), int(t)).track for p, t in pairs.tolist()], np.int32)
+            s = self.trace.slices
+            s.depth = None
+            s.ts.frombytes(ts.tobytes())
+            s.dur.frombytes(dur.tobytes())
+            s.track.frombytes(track_of[inv.reshape(-1)].tobytes())
+            s.name.frombytes(name_id[rows].astype(np.int32).tobytes())
+            s.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
+            data, lens = jsonscan.gather(cols.args, alen, rows, n)
+            s.args.extend_packed(data, lens)
+            self._bseq.frombytes((rows + seq0).astype(np.int64).tobytes())
+            self._eseq.frombytes(np.full(len(rows), -1, np.int64).tobytes())
+            self.used["X"] += len(rows)
+            end = int((ts + dur).max())
+            if end > self._acc_max_ts:
+                self._acc_max_ts = end
+        rest = np.flatnonzero(~fast)
+        if len(rest):
+            self._convert_events(self._decode_rows(buf, cols, rest), seq0, (rest + seq0).tolist())
 
     # ---- places ---------------------------------------------------------------------------
 
@@ -788,8 +924,8 @@ class ChromeReader:
         self._convert_events(events, 0)
         self._finish_events()
 
-    def _convert_events(self, events: list[Event], seq0: int) -> None:
-        """Convert events numbered from ``seq0`` (the file order): one call per chunk of a large file."""
+    def _convert_events(self, events: list[Event], seq0: int, seqs: list[int] | None = None) -> None:
+        """Convert events numbered from ``seq0`` (the file order), or numbered ``seqs``."""
         trace = self.trace
         conv = self.ts_converter()
         thread = self.thread
@@ -816,7 +952,7 @@ class ChromeReader:
         base = self.base_ns
         lim = EXACT_FLOAT_US
         floor = math.floor
-        for seq, ev in enumerate(events, seq0):
+        for seq, ev in (zip(seqs, events) if seqs is not None else enumerate(events, seq0)):
             ph = ev.ph
             t = ev.ts
             if plain and type(t) is float and -lim < t < lim:

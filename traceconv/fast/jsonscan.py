@@ -1,0 +1,667 @@
+"""Scan the events of a Chrome Trace Event JSON array into columns, at compiled speed.
+
+:func:`scan` reads the text of a ``traceEvents`` array one event object at a time and writes, per
+event, the fields the readers need -- phase, name, category, ``ts``/``dur`` as exact integer ns,
+``pid``/``tid``/``id`` as integers, the ``s`` and ``bp`` letters, and the args object copied out
+with the whitespace between its tokens removed -- into preallocated columns.  Names and
+categories are interned into a :class:`Strings` table that lives as long as the file's reading.
+
+It handles the common, plain shape of an event.  An event with anything else -- a field of
+another type (a string ``pid``, a float ``tid``), escapes in a name, ``ts`` with an exponent or
+more than three decimals, an args value that is not an object or holds ``\\u`` escapes or
+exponents, a repeated or unusual key (``id2``, ``bind_id``, ``flow_in``, ``flow_out``) -- is
+marked ``SLOW``: the reader decodes that event's text (``start``/``end``) with the general
+decoder instead.  Nothing is dropped here, and nothing is guessed.
+
+The text may end in the middle of an event: the scan stops before it and says where, so that the
+caller can read on and start again there.  Text that is not JSON stops the scan with ``BAD``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import jit
+
+# status returned by scan()
+MORE = 0       # the text ended (possibly inside an event): call again from `pos` with more text
+END = 1        # the array's closing ']' was read; `pos` is just after it
+FULL = 2       # the output columns are full: consume them and call again from `pos`
+GROW = 3       # the string table is full: grow it and call again from `pos`
+BAD = -1       # not the JSON of an array of objects at `pos`
+
+# flags
+F_NAME, F_CAT, F_TS, F_DUR, F_PID, F_TID, F_ID, F_ARGS, F_S, F_BP, F_PH = (1 << i for i in range(11))
+SLOW = 1 << 15
+
+_WS = np.zeros(256, np.bool_)
+for _c in b" \t\r\n":
+    _WS[_c] = True
+
+_MAX_US = 4_000_000_000_000_000     # as traceconv.convert.chrome.MAX_US
+
+
+class Columns:
+    """Preallocated per-event outputs of :func:`scan`; ``cap`` events at a time."""
+
+    def __init__(self, cap: int, text_cap: int) -> None:
+        self.cap = cap
+        self.start = np.zeros(cap, np.int64)    # the event's '{' in the text
+        self.end = np.zeros(cap, np.int64)      # just after its '}'
+        self.flags = np.zeros(cap, np.int32)
+        self.ph = np.zeros(cap, np.uint8)
+        self.name = np.zeros(cap, np.int32)     # Strings ids (-1: absent)
+        self.cat = np.zeros(cap, np.int32)
+        self.ts = np.zeros(cap, np.int64)       # ns
+        self.dur = np.zeros(cap, np.int64)
+        self.pid = np.zeros(cap, np.int64)
+        self.tid = np.zeros(cap, np.int64)
+        self.id = np.zeros(cap, np.int64)
+        self.s = np.zeros(cap, np.uint8)
+        self.bp = np.zeros(cap, np.uint8)
+        self.alen = np.zeros(cap, np.int64)     # length of the event's compacted args (0: none)
+        self.args = np.zeros(max(text_cap, 16), np.uint8)
+
+    def ensure_text(self, n: int) -> None:
+        """Room for ``n`` bytes of compacted args (never more than the text scanned)."""
+        if len(self.args) < n:
+            self.args = np.zeros(n, np.uint8)
+
+
+class Strings:
+    """An interning table of byte strings (names, categories): open addressing over FNV-1a
+    hashes, with the bytes compared on every hit, so equal ids mean equal bytes."""
+
+    def __init__(self, slots: int = 1 << 12, store: int = 1 << 16) -> None:
+        self.table = np.full(slots, -1, np.int32)
+        self.hash = np.zeros(slots // 2, np.uint64)
+        self.off = np.zeros(slots // 2 + 1, np.int64)
+        self.store = np.zeros(store, np.uint8)
+        self.count = np.zeros(1, np.int64)
+
+    def __len__(self) -> int:
+        return int(self.count[0])
+
+    def get(self, i: int) -> bytes:
+        return self.store[self.off[i]:self.off[i + 1]].tobytes()
+
+    def grow(self) -> None:
+        n = len(self)
+        slots = len(self.table) * 2
+        store = max(len(self.store), 2 * int(self.off[n]) + (1 << 16))
+        h = np.zeros(slots // 2, np.uint64)
+        h[:n] = self.hash[:n]
+        off = np.zeros(slots // 2 + 1, np.int64)
+        off[:n + 1] = self.off[:n + 1]
+        st = np.zeros(store, np.uint8)
+        st[:off[n]] = self.store[:off[n]]
+        self.hash, self.off, self.store = h, off, st
+        self.table = np.full(slots, -1, np.int32)
+        _rehash(self.table, self.hash, n)
+
+
+@jit
+def _rehash(table, hashes, n):
+    mask = np.uint64(len(table) - 1)
+    for i in range(n):
+        j = hashes[i] & mask
+        while table[j] >= 0:
+            j = (j + np.uint64(1)) & mask
+        table[j] = i
+
+
+@jit
+def _intern(b, lo, hi, table, hashes, off, store, count):
+    """Id of b[lo:hi] in the table, adding it if new; -1 if the table is full."""
+    h = np.uint64(14695981039346656037)
+    for k in range(lo, hi):
+        h = (h ^ np.uint64(b[k])) * np.uint64(1099511628211)
+    mask = np.uint64(len(table) - 1)
+    j = h & mask
+    ln = hi - lo
+    while True:
+        e = table[j]
+        if e < 0:
+            break
+        if hashes[e] == h and off[e + 1] - off[e] == ln:
+            o = off[e]
+            same = True
+            for k in range(ln):
+                if store[o + k] != b[lo + k]:
+                    same = False
+                    break
+            if same:
+                return e
+        j = (j + np.uint64(1)) & mask
+    n = count[0]
+    if 2 * (n + 1) > len(table) or off[n] + ln > len(store):
+        return -1
+    table[j] = n
+    hashes[n] = h
+    o = off[n]
+    for k in range(ln):
+        store[o + k] = b[lo + k]
+    off[n + 1] = o + ln
+    count[0] = n + 1
+    return n
+
+
+@jit
+def _ws(b, i, n):
+    while i < n and (b[i] == 32 or b[i] == 10 or b[i] == 13 or b[i] == 9):
+        i += 1
+    return i
+
+
+@jit
+def _string_end(b, i, n):
+    """b[i] is '"': (index after the closing quote, flags) -- flags 1: has escapes, 2: has a \\u
+    escape, 4: has a raw control character (not JSON); index -1 if the text ends first."""
+    i += 1
+    fl = 0
+    while i < n:
+        c = b[i]
+        if c == 34:
+            return i + 1, fl
+        if c == 92:
+            fl |= 1
+            if i + 1 < n and b[i + 1] == 117:
+                fl |= 2
+            i += 2
+            continue
+        if c < 32:
+            fl |= 4
+        i += 1
+    return -1, fl
+
+
+@jit
+def _number_end(b, i, n):
+    """A JSON number at b[i]: (index after it, flags) -- 1: has a fraction, 2: has an exponent;
+    index -1 if the text ends first, -2 if it is not a number."""
+    j = i
+    if j < n and b[j] == 45:
+        j += 1
+    d0 = j
+    while j < n and 48 <= b[j] <= 57:
+        j += 1
+    if j == d0:
+        return (-1 if j >= n else -2), 0
+    fl = 0
+    if j < n and b[j] == 46:
+        fl |= 1
+        j += 1
+        d1 = j
+        while j < n and 48 <= b[j] <= 57:
+            j += 1
+        if j == d1:
+            return (-1 if j >= n else -2), 0
+    if j < n and (b[j] == 101 or b[j] == 69):
+        fl |= 2
+        j += 1
+        if j < n and (b[j] == 43 or b[j] == 45):
+            j += 1
+        d2 = j
+        while j < n and 48 <= b[j] <= 57:
+            j += 1
+        if j == d2:
+            return (-1 if j >= n else -2), 0
+    if j >= n:
+        return -1, fl          # the number may go on in the next piece of text
+    return j, fl
+
+
+@jit
+def _walk(b, i, n, out, o, copy):
+    """Check the JSON value at b[i] (after whitespace) and, if ``copy``, write it into out[o:]
+    without the whitespace between its tokens.  Returns (index after it in b, index after it in
+    out, flags): 1 escapes, 2 \\u escapes, 8 an exponent, 16 a number of 100+ characters, 32 a raw
+    control character in a string; index -1 if the text ends first, -2 if
+    it is not JSON (or is nested deeper than 63)."""
+    stack = np.uint64(0)        # bit d: the container at depth d+1 is an object
+    depth = 0
+    fl = 0
+    # what may come next: 0 a value, 1 a key or '}' (just after '{'), 2 a key (after ','),
+    # 3 ':' , 4 ',' or the container's end, 5 a value or ']' (just after '[')
+    want = 0
+    while True:
+        while i < n and (b[i] == 32 or b[i] == 10 or b[i] == 13 or b[i] == 9):
+            i += 1
+        if i >= n:
+            return -1, o, fl
+        c = b[i]
+        if want == 3:
+            if c != 58:
+                return -2, o, fl
+            if copy:
+                out[o] = c
+                o += 1
+            i += 1
+            want = 0
+            continue
+        if want == 4:
+            is_obj = depth > 0 and ((stack >> np.uint64(depth - 1)) & np.uint64(1)) == np.uint64(1)
+            if c == 44:
+                want = 2 if is_obj else 0
+            elif (c == 125 and is_obj) or (c == 93 and not is_obj):
+                depth -= 1
+                want = 4
+            else:
+                return -2, o, fl
+            if copy:
+                out[o] = c
+                o += 1
+            i += 1
+            if depth == 0 and want == 4:
+                return i, o, fl
+            continue
+        if want == 1 or want == 2:
+            if c == 125 and want == 1:
+                depth -= 1
+                if copy:
+                    out[o] = c
+                    o += 1
+                i += 1
+                want = 4
+                if depth == 0:
+                    return i, o, fl
+                continue
+            if c != 34:
+                return -2, o, fl
+        if want == 5 and c == 93:
+            depth -= 1
+            if copy:
+                out[o] = c
+                o += 1
+            i += 1
+            want = 4
+            if depth == 0:
+                return i, o, fl
+            continue
+        # a value (or a key, which is a string)
+        if c == 34:
+            j, f = _string_end(b, i, n)
+            if j < 0:
+                return -1, o, fl
+            fl |= (f & 3) | (32 if f & 4 else 0)
+            if copy:
+                for k in range(i, j):
+                    out[o] = b[k]
+                    o += 1
+            i = j
+            if want == 1 or want == 2:
+                want = 3
+                continue
+        elif c == 123 or c == 91:
+            if depth >= 63:
+                return -2, o, fl      # deeper than the stack: the general decoder reads such a file
+            if c == 123:
+                stack |= np.uint64(1) << np.uint64(depth)
+            else:
+                stack &= ~(np.uint64(1) << np.uint64(depth))
+            depth += 1
+            if copy:
+                out[o] = c
+                o += 1
+            i += 1
+            want = 1 if c == 123 else 5
+            continue
+        elif c == 45 or 48 <= c <= 57:
+            j, f = _number_end(b, i, n)
+            if j < 0:
+                return j, o, fl
+            if f & 2:
+                fl |= 8
+            if j - i >= 100:
+                fl |= 16
+            if copy:
+                for k in range(i, j):
+                    out[o] = b[k]
+                    o += 1
+            i = j
+        elif c == 116 or c == 102 or c == 110:     # true false null
+            ln = 4 if c != 102 else 5
+            if i + ln > n:
+                return -1, o, fl
+            if c == 116:
+                ok = b[i + 1] == 114 and b[i + 2] == 117 and b[i + 3] == 101
+            elif c == 102:
+                ok = b[i + 1] == 97 and b[i + 2] == 108 and b[i + 3] == 115 and b[i + 4] == 101
+            else:
+                ok = b[i + 1] == 117 and b[i + 2] == 108 and b[i + 3] == 108
+            if not ok:
+                return -2, o, fl
+            if copy:
+                for k in range(i, i + ln):
+                    out[o] = b[k]
+                    o += 1
+            i += ln
+        else:
+            return -2, o, fl
+        if depth == 0:
+            return i, o, fl
+        want = 4
+
+
+@jit
+def _us_to_ns(b, i, j):
+    """A JSON number b[i:j] of µs → (ok, ns): exact for integers and up to 3 decimals, within
+    ±MAX_US; anything else is not ok (the general decoder handles it)."""
+    k = i
+    neg = False
+    if b[k] == 45:
+        neg = True
+        k += 1
+    v = 0
+    nd = 0
+    while k < j and 48 <= b[k] <= 57:
+        v = v * 10 + (b[k] - 48)
+        nd += 1
+        k += 1
+        if nd > 16:
+            return False, 0
+    frac = 0
+    nf = 0
+    if k < j and b[k] == 46:
+        k += 1
+        while k < j and 48 <= b[k] <= 57:
+            if nf == 3:
+                return False, 0
+            frac = frac * 10 + (b[k] - 48)
+            nf += 1
+            k += 1
+    if k != j or v >= _MAX_US:
+        return False, 0
+    while nf < 3:
+        frac *= 10
+        nf += 1
+    ns = v * 1000 + frac
+    return True, (-ns if neg else ns)
+
+
+@jit
+def _int(b, i, j):
+    """A JSON integer b[i:j] of at most 18 digits → (ok, value)."""
+    k = i
+    neg = False
+    if b[k] == 45:
+        neg = True
+        k += 1
+    if k >= j or j - k > 18:
+        return False, 0
+    v = 0
+    while k < j:
+        c = b[k]
+        if c < 48 or c > 57:
+            return False, 0
+        v = v * 10 + (c - 48)
+        k += 1
+    return True, (-v if neg else v)
+
+
+@jit
+def _key_is(b, lo, hi, word):
+    if hi - lo != len(word):
+        return False
+    for k in range(hi - lo):
+        if b[lo + k] != word[k]:
+            return False
+    return True
+
+
+_K_PH = np.frombuffer(b"ph", np.uint8)
+_K_NAME = np.frombuffer(b"name", np.uint8)
+_K_CAT = np.frombuffer(b"cat", np.uint8)
+_K_TS = np.frombuffer(b"ts", np.uint8)
+_K_DUR = np.frombuffer(b"dur", np.uint8)
+_K_PID = np.frombuffer(b"pid", np.uint8)
+_K_TID = np.frombuffer(b"tid", np.uint8)
+_K_ID = np.frombuffer(b"id", np.uint8)
+_K_ARGS = np.frombuffer(b"args", np.uint8)
+_K_S = np.frombuffer(b"s", np.uint8)
+_K_BP = np.frombuffer(b"bp", np.uint8)
+_K_ID2 = np.frombuffer(b"id2", np.uint8)
+_K_BIND = np.frombuffer(b"bind_id", np.uint8)
+_K_FIN = np.frombuffer(b"flow_in", np.uint8)
+_K_FOUT = np.frombuffer(b"flow_out", np.uint8)
+
+
+@jit
+def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, sc, bp, alen, abuf, aused,
+          table, hashes, off, store, count, cap):
+    """See :func:`scan`.  Returns (events written, pos, status)."""
+    k_ph, k_name, k_cat, k_ts, k_dur = _K_PH, _K_NAME, _K_CAT, _K_TS, _K_DUR
+    k_pid, k_tid, k_id, k_args, k_s, k_bp = _K_PID, _K_TID, _K_ID, _K_ARGS, _K_S, _K_BP
+    k_id2, k_bind, k_fin, k_fout = _K_ID2, _K_BIND, _K_FIN, _K_FOUT
+    e = 0
+    ao = aused
+    while True:
+        # between events: whitespace, a comma, or the array's end
+        i = _ws(b, pos, n)
+        if i >= n:
+            return e, pos, MORE
+        c = b[i]
+        if c == 44:                      # ','
+            i = _ws(b, i + 1, n)
+            if i >= n:
+                return e, pos, MORE
+            c = b[i]
+        if c == 93:                      # ']'
+            return e, i + 1, END
+        if c != 123:                     # '{'
+            return e, i, BAD
+        if e >= cap:
+            return e, i, FULL
+        ev_start = i
+        fl = 0
+        ev_ao = ao
+        nm = -1
+        ct = -1
+        i += 1
+        ok_event = True     # False: stop here (need more text / bad / grow)
+        status = MORE
+        while True:
+            i = _ws(b, i, n)
+            if i >= n:
+                ok_event = False
+                break
+            c = b[i]
+            if c == 125:                 # '}'
+                i += 1
+                break
+            if c == 44:
+                i += 1
+                continue
+            if c != 34:
+                ok_event = False
+                status = BAD
+                break
+            k0 = i + 1
+            j, sf = _string_end(b, i, n)
+            if j < 0:
+                ok_event = False
+                break
+            k1 = j - 1
+            if sf != 0:
+                fl |= SLOW               # an escaped key: leave the event to the general decoder
+            i = _ws(b, j, n)
+            if i >= n:
+                ok_event = False
+                break
+            if b[i] != 58:               # ':'
+                ok_event = False
+                status = BAD
+                break
+            i = _ws(b, i + 1, n)
+            if i >= n:
+                ok_event = False
+                break
+            c = b[i]
+            v0 = i
+            # the value: handled by key; anything unexpected makes the event SLOW
+            if _key_is(b, k0, k1, k_args):
+                if fl & F_ARGS:
+                    fl |= SLOW
+                fl |= F_ARGS
+                if c == 123:
+                    j, ao2, vf = _walk(b, i, n, abuf, ao, True)
+                    if j < 0:
+                        ok_event = False
+                        status = MORE if j == -1 else BAD
+                        break
+                    if vf & (2 | 8 | 16 | 32):
+                        fl |= SLOW
+                    if ao2 - ao == 2:        # {}
+                        ao2 = ao
+                    ao = ao2
+                    i = j
+                    continue
+                fl |= SLOW
+            elif c == 34 and (_key_is(b, k0, k1, k_name) or _key_is(b, k0, k1, k_cat)
+                              or _key_is(b, k0, k1, k_ph) or _key_is(b, k0, k1, k_s)
+                              or _key_is(b, k0, k1, k_bp)):
+                j, sf = _string_end(b, i, n)
+                if j < 0:
+                    ok_event = False
+                    break
+                if sf != 0:
+                    fl |= SLOW
+                    i = j
+                    continue
+                lo = i + 1
+                hi = j - 1
+                if _key_is(b, k0, k1, k_name) or _key_is(b, k0, k1, k_cat):
+                    sid = _intern(b, lo, hi, table, hashes, off, store, count)
+                    if sid < 0:
+                        ok_event = False
+                        status = GROW
+                        break
+                    if b[k0] == 110:     # name
+                        if fl & F_NAME:
+                            fl |= SLOW
+                        fl |= F_NAME
+                        nm = sid
+                    else:
+                        if fl & F_CAT:
+                            fl |= SLOW
+                        fl |= F_CAT
+                        ct = sid
+                else:
+                    f = F_PH if b[k0] == 112 else (F_S if b[k0] == 115 else F_BP)
+                    if fl & f or hi - lo != 1:
+                        fl |= SLOW
+                    fl |= f
+                    ch = b[lo] if hi - lo == 1 else 0
+                    if f == F_PH:
+                        ph[e] = ch
+                    elif f == F_S:
+                        sc[e] = ch
+                    else:
+                        bp[e] = ch
+                i = j
+                continue
+            elif (c == 45 or 48 <= c <= 57) and (_key_is(b, k0, k1, k_ts) or _key_is(b, k0, k1, k_dur)
+                                                 or _key_is(b, k0, k1, k_pid) or _key_is(b, k0, k1, k_tid)
+                                                 or _key_is(b, k0, k1, k_id)):
+                j, nf = _number_end(b, i, n)
+                if j < 0:
+                    ok_event = False
+                    status = MORE if j == -1 else BAD
+                    break
+                if b[k0] == 116 and k1 - k0 == 2 and b[k0 + 1] == 115:      # ts
+                    good, v = _us_to_ns(b, i, j)
+                    f = F_TS
+                    if good:
+                        ts[e] = v
+                elif b[k0] == 100:                                          # dur
+                    good, v = _us_to_ns(b, i, j)
+                    f = F_DUR
+                    if good:
+                        dur[e] = v
+                else:
+                    good, v = _int(b, i, j)
+                    if b[k0] == 112:
+                        f = F_PID
+                        pid[e] = v
+                    elif b[k0] == 116:
+                        f = F_TID
+                        tid[e] = v
+                    else:
+                        f = F_ID
+                        eid[e] = v
+                if not good or fl & f:
+                    fl |= SLOW
+                fl |= f
+                i = j
+                continue
+            elif (_key_is(b, k0, k1, k_id2) or _key_is(b, k0, k1, k_bind) or _key_is(b, k0, k1, k_fin)
+                  or _key_is(b, k0, k1, k_fout) or _key_is(b, k0, k1, k_name) or _key_is(b, k0, k1, k_cat)
+                  or _key_is(b, k0, k1, k_ph) or _key_is(b, k0, k1, k_s) or _key_is(b, k0, k1, k_bp)
+                  or _key_is(b, k0, k1, k_ts) or _key_is(b, k0, k1, k_dur) or _key_is(b, k0, k1, k_pid)
+                  or _key_is(b, k0, k1, k_tid) or _key_is(b, k0, k1, k_id)):
+                fl |= SLOW                # a known key with a value of another type, or a rare one
+            # skip the value
+            j, _o, vf = _walk(b, v0, n, abuf, ao, False)
+            if j < 0:
+                ok_event = False
+                status = MORE if j == -1 else BAD
+                break
+            if vf & 32:
+                fl |= SLOW
+            i = j
+        if not ok_event:
+            return e, ev_start, status
+        start[e] = ev_start
+        end[e] = i
+        flags[e] = fl
+        name[e] = nm
+        cat[e] = ct
+        if fl & SLOW:
+            ao = ev_ao               # a SLOW event's text is decoded again whole: drop its args here
+        alen[e] = ao - ev_ao
+        if not (fl & F_PH):
+            ph[e] = 0
+        e += 1
+        pos = i
+
+
+def scan(text: np.ndarray, pos: int, cols: Columns, strings: Strings) -> tuple[int, int, int]:
+    """Scan events from ``text[pos:]`` into ``cols`` (from row 0) and ``strings``.
+
+    Returns ``(events, pos, status)``: the rows written, where to go on, and why it stopped
+    (:data:`MORE`, :data:`END`, :data:`FULL`, :data:`GROW`, :data:`BAD`).  Row ``r``'s compacted
+    args are ``cols.args[o:o + cols.alen[r]]`` with ``o`` the sum of the lengths before it; a SLOW
+    row has none (its text is re-read whole).
+    """
+    cols.ensure_text(len(text) - pos)
+    return _scan(text, pos, len(text), cols.start, cols.end, cols.flags, cols.ph, cols.name, cols.cat,
+                 cols.ts, cols.dur, cols.pid, cols.tid, cols.id, cols.s, cols.bp, cols.alen, cols.args, 0,
+                 strings.table, strings.hash, strings.off, strings.store, strings.count, cols.cap)
+
+
+@jit
+def _gather(args, alen, rows, n, out, lens):
+    starts = np.empty(n, np.int64)
+    o = 0
+    for r in range(n):
+        starts[r] = o
+        o += alen[r]
+    w = 0
+    for k in range(len(rows)):
+        r = rows[k]
+        a = starts[r]
+        ln = alen[r]
+        for q in range(ln):
+            out[w + q] = args[a + q]
+        w += ln
+        lens[k] = ln
+    return w
+
+
+def gather(args: np.ndarray, alen: np.ndarray, rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The compacted args of ``rows`` (of the first ``n`` rows of a scan) back to back, and each
+    one's length."""
+    lens = np.zeros(len(rows), np.int64)
+    out = np.empty(int(alen[rows].sum()), np.uint8)
+    _gather(args, alen, rows, n, out, lens)
+    return out, lens
