@@ -48,7 +48,6 @@ base, how ids and names are read, extra tracks.  See :class:`ChromeReader`.
 
 from __future__ import annotations
 
-import bisect
 import decimal
 import gc
 import itertools
@@ -66,7 +65,7 @@ import orjson
 from msgspec import Raw
 
 from ..errors import TraceconvError, WarningCode
-from ..fast import jsonscan
+from ..fast import flows, jsonscan
 from ..io import Source
 from ..model import Clock, Thread, Trace, TrackKind
 
@@ -846,6 +845,19 @@ class ChromeReader:
             smap = self._smap = np.concatenate([smap, new])
         return smap
 
+    def _tracks_of(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """The thread track of each (pid, tid) pair."""
+        lim = 1 << 31
+        if len(pid) and -lim <= pid.min() and pid.max() < lim and -lim <= tid.min() and tid.max() < lim:
+            keys, inv = np.unique((pid << 32) | (tid & 0xFFFF_FFFF), return_inverse=True)
+            pairs = [(k >> 32, ((k & 0xFFFF_FFFF) ^ 0x8000_0000) - 0x8000_0000) for k in keys.tolist()]
+        else:
+            u, inv = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
+            pairs = [(int(p), int(t)) for p, t in u.tolist()]
+        thread = self.thread
+        track_of = np.array([thread(p, t).track for p, t in pairs], np.int32)
+        return track_of[inv.reshape(-1)]
+
     def _take_rows(self, buf: np.ndarray, cols: "jsonscan.Columns", strings: "jsonscan.Strings", n: int,
                    seq0: int) -> None:
         """Rows ``0..n-1`` of the scanner's output, numbered from ``seq0`` in the file: complete
@@ -870,14 +882,12 @@ class ChromeReader:
             pid = np.where(flags[rows] & jsonscan.F_PID, cols.pid[rows], 0)
             tid = np.where(flags[rows] & jsonscan.F_TID, cols.tid[rows],
                            0 if self.missing_tid == "zero" else pid)
-            pairs, inv = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-            thread = self.thread
-            track_of = np.array([thread(int(p), int(t)).track for p, t in pairs.tolist()], np.int32)
+            tracks = self._tracks_of(pid, tid)
             s = self.trace.slices
             s.depth = None
             s.ts.frombytes(ts.tobytes())
             s.dur.frombytes(dur.tobytes())
-            s.track.frombytes(track_of[inv.reshape(-1)].tobytes())
+            s.track.frombytes(tracks.tobytes())
             s.name.frombytes(name_id[rows].astype(np.int32).tobytes())
             s.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
             data, lens = jsonscan.gather(cols.args, alen, rows, n)
@@ -888,6 +898,32 @@ class ChromeReader:
             end = int((ts + dur).max())
             if end > self._acc_max_ts:
                 self._acc_max_ts = end
+        # flow events (s/t/f) with an integer id: straight into their flow's list
+        need = jsonscan.F_TS | jsonscan.F_ID | jsonscan.F_PH
+        ph = cols.ph[:n]
+        flow = ((flags & (jsonscan.SLOW | need)) == need) & ((ph == ord("s")) | (ph == ord("t")) | (ph == ord("f"))) \
+            & (name_id >= 0) & (cat_id >= 0)
+        if not self._plain_times:
+            flow[:] = False
+        frows = np.flatnonzero(flow)
+        if len(frows):
+            ts = cols.ts[frows] + self.base_ns
+            pid = np.where(flags[frows] & jsonscan.F_PID, cols.pid[frows], 0)
+            tid = np.where(flags[frows] & jsonscan.F_TID, cols.tid[frows],
+                           0 if self.missing_tid == "zero" else pid)
+            tracks = self._tracks_of(pid, tid)
+            strs = self.trace.strings.strings
+            v1 = self._v1
+            bp_e = (flags[frows] & jsonscan.F_BP != 0) & (cols.bp[frows] == ord("e"))
+            for t, q, c, nm, i, p, tr, e in zip(ts.tolist(), (frows + seq0).tolist(), cat_id[frows].tolist(),
+                                                name_id[frows].tolist(), cols.id[frows].tolist(),
+                                                ph[frows].tolist(), tracks.tolist(),
+                                                bp_e.tolist()):
+                v1[(strs[c], strs[nm], i)].append((t, q, chr(p), tr, e))
+            top = int(ts.max())
+            if top > self._acc_max_ts:
+                self._acc_max_ts = top
+            fast |= flow
         rest = np.flatnonzero(~fast)
         if len(rest):
             self._convert_events(self._decode_rows(buf, cols, rest), seq0, (rest + seq0).tolist())
@@ -1458,62 +1494,31 @@ class ChromeReader:
                           n: int) -> list[int | None]:
         """For each flow point, the slice it binds to, as Perfetto's importer sees it after its stable
         sort by time: the innermost slice open on the track at that point (begun before it; not yet
-        ended by an E before it; an X stays open through its end time), or the next slice to begin."""
-        out: list[int | None] = [None] * n
+        ended by an E before it; an X stays open through its end time), or the next slice to begin
+        (later, or at the same time but after the point in the file).  At one start time the longer
+        slice is the parent (Perfetto's order for complete events).  The loop is compiled
+        (:func:`traceconv.fast.flows.bind`)."""
         s = self.trace.slices
-        by_track: dict[int, list[int]] = defaultdict(list)
-        tracks = set(queries)
-        for i, t in enumerate(s.track):
-            if t in tracks:
-                by_track[t].append(i)
-        ts_col, dur_col = s.ts, s.dur
-        if len(self._bseq) == len(s):
-            bseq, eseq = self._bseq, self._eseq
-        else:                                   # slices added by other means: file order unknown
-            bseq, eseq = range(len(s)), [-1] * len(s)
-
-        def is_open(i: int, ts: int, seq: int) -> bool:
-            start = ts_col[i]
-            if start > ts or (start == ts and bseq[i] > seq):
-                return False
-            end = start + dur_col[i]
-            return end > ts or (end == ts and (eseq[i] < 0 or eseq[i] > seq))
-
+        q_track = np.empty(n, np.int32)
+        q_ts = np.empty(n, np.int64)
+        q_seq = np.empty(n, np.int64)
+        q_enc = np.empty(n, np.bool_)
         for track, qs in queries.items():
-            idx = by_track.get(track, [])
-            # at one start time, the longer slice is the parent (Perfetto's order for complete events)
-            idx.sort(key=lambda i: (ts_col[i], -dur_col[i], bseq[i]))
-            starts = [ts_col[i] for i in idx]
-            qs.sort()
-            stack: list[int] = []
-            p = 0
-            n_idx = len(idx)
             for ts, seq, q, enclosing in qs:
-                if not enclosing:
-                    # the next slice to begin: later, or at the same time but after it in the file
-                    k = bisect.bisect_left(starts, ts)
-                    while k < n_idx and starts[k] == ts and bseq[idx[k]] < seq:
-                        k += 1
-                    out[q] = idx[k] if k < n_idx else None
-                    continue
-                while p < n_idx and starts[p] < ts:
-                    i = idx[p]
-                    start = ts_col[i]
-                    while stack and not (ts_col[stack[-1]] <= start < ts_col[stack[-1]] + dur_col[stack[-1]]):
-                        stack.pop()
-                    stack.append(i)
-                    p += 1
-                while stack and not is_open(stack[-1], ts, seq):
-                    stack.pop()
-                # slices that begin exactly now: the shortest one still open is the innermost
-                best = stack[-1] if stack else None
-                k = p
-                while k < n_idx and starts[k] == ts:
-                    if is_open(idx[k], ts, seq):
-                        best = idx[k]
-                    k += 1
-                out[q] = best
-        return out
+                q_track[q] = track
+                q_ts[q] = ts
+                q_seq[q] = seq
+                q_enc[q] = enclosing
+        ns = len(s)
+        if len(self._bseq) == ns:
+            bseq = np.frombuffer(self._bseq, np.int64) if ns else np.zeros(0, np.int64)
+            eseq = np.frombuffer(self._eseq, np.int64) if ns else np.zeros(0, np.int64)
+        else:                                   # slices added by other means: file order unknown
+            bseq, eseq = np.arange(ns, dtype=np.int64), np.full(ns, -1, np.int64)
+        col = (lambda a, t: np.frombuffer(a, t) if ns else np.zeros(0, t))
+        out = flows.bind(col(s.ts, np.int64), col(s.dur, np.int64), col(s.track, np.int32), bseq, eseq,
+                         q_track, q_ts, q_seq, q_enc)
+        return [None if i < 0 else i for i in out.tolist()]
 
 
 def timed_ns(events: list[Event]) -> Iterator[int]:

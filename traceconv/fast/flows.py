@@ -1,0 +1,91 @@
+"""Bind flow points to slices, at compiled speed.
+
+The rule is Perfetto's (its JSON importer sorts events stably by time, then a flow point binds to
+what is open on its thread at that moment); :meth:`traceconv.convert.chrome.ChromeReader._bind_flow_points`
+states it and this is its loop over arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import jit
+
+
+@jit
+def _is_open(i, ts, seq, s_ts, s_dur, bseq, eseq):
+    start = s_ts[i]
+    if start > ts or (start == ts and bseq[i] > seq):
+        return False
+    end = start + s_dur[i]
+    return end > ts or (end == ts and (eseq[i] < 0 or eseq[i] > seq))
+
+
+@jit
+def _bind(s_ts, s_dur, s_track, bseq, eseq, s_order, q_track, q_ts, q_seq, q_enc, q_order, out):
+    ns = len(s_order)
+    nq = len(q_order)
+    stack = np.empty(max(ns, 1), np.int64)
+    a = 0                      # the current track's slices: s_order[a:b]
+    qi = 0
+    while qi < nq:
+        track = q_track[q_order[qi]]
+        while a < ns and s_track[s_order[a]] < track:
+            a += 1
+        b = a
+        while b < ns and s_track[s_order[b]] == track:
+            b += 1
+        top = 0
+        p = a
+        while qi < nq and q_track[q_order[qi]] == track:
+            q = q_order[qi]
+            qi += 1
+            ts = q_ts[q]
+            seq = q_seq[q]
+            if not q_enc[q]:
+                # the next slice to begin: later, or at the same time but after it in the file
+                lo = a
+                hi = b
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if s_ts[s_order[mid]] < ts:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                k = lo
+                while k < b and s_ts[s_order[k]] == ts and bseq[s_order[k]] < seq:
+                    k += 1
+                out[q] = s_order[k] if k < b else -1
+                continue
+            while p < b and s_ts[s_order[p]] < ts:
+                i = s_order[p]
+                start = s_ts[i]
+                while top > 0:
+                    t = stack[top - 1]
+                    if s_ts[t] <= start and start < s_ts[t] + s_dur[t]:
+                        break
+                    top -= 1
+                stack[top] = i
+                top += 1
+                p += 1
+            while top > 0 and not _is_open(stack[top - 1], ts, seq, s_ts, s_dur, bseq, eseq):
+                top -= 1
+            best = stack[top - 1] if top > 0 else -1
+            k = p
+            while k < b and s_ts[s_order[k]] == ts:
+                if _is_open(s_order[k], ts, seq, s_ts, s_dur, bseq, eseq):
+                    best = s_order[k]
+                k += 1
+            out[q] = best
+        a = b
+
+
+def bind(s_ts: np.ndarray, s_dur: np.ndarray, s_track: np.ndarray, bseq: np.ndarray, eseq: np.ndarray,
+         q_track: np.ndarray, q_ts: np.ndarray, q_seq: np.ndarray, q_enc: np.ndarray) -> np.ndarray:
+    """For each query point (track, ts, file position, whether it binds to the enclosing slice or
+    to the next one), the slice index it binds to, or -1."""
+    s_order = np.lexsort((bseq, -s_dur, s_ts, s_track)).astype(np.int64)
+    q_order = np.lexsort((np.arange(len(q_ts)), q_seq, q_ts, q_track)).astype(np.int64)
+    out = np.full(len(q_ts), -1, np.int64)
+    _bind(s_ts, s_dur, s_track, bseq, eseq, s_order, q_track, q_ts, q_seq, q_enc, q_order, out)
+    return out
