@@ -19,6 +19,7 @@ from array import array
 import numpy as np
 
 from .errors import WarningCode
+from .fast import nesting
 from .model import Trace
 
 
@@ -47,49 +48,34 @@ def nest(trace: Trace) -> None:
     if n == 0:
         s.depth, s.parent = depth, parent
         return
-    order = slice_order(trace).tolist()
-    ts_col, dur_col, track_col = s.ts, s.dur, s.track
+    ts = _col(s.ts, np.int64)
+    dur = _col(s.dur, np.int64)
+    track = _col(s.track, np.int32)
+    order = slice_order(trace)
+    d, p, lane = nesting.nest(ts, dur, track, order)
+    depth = array("i", d.tobytes())
+    parent = array("q", p.tobytes())
     moved: dict[int, int] = {}
-    lane_tracks: dict[tuple[int, int], int] = {}
-
-    cur_track = -1
-    lanes: list[list[tuple[int, int, int]]] = []   # per lane: stack of (start, end, slice)
-    for i in order:
-        t = track_col[i]
-        if t != cur_track:
-            cur_track = t
-            lanes = [[]]
-        start = ts_col[i]
-        end = start + dur_col[i]
-        best = -1
-        best_start = -1
-        first_free = -1
-        for k, stack in enumerate(lanes):
-            while stack and stack[-1][1] <= start:
-                stack.pop()
-            if stack:
-                top_start, top_end, _ = stack[-1]
-                if end <= top_end and top_start > best_start:
-                    best, best_start = k, top_start
-            elif first_free < 0:
-                first_free = k
-        k = best if best >= 0 else first_free
-        if k < 0:
-            k = len(lanes)
-            lanes.append([])
-        stack = lanes[k]
-        depth[i] = len(stack)
-        if stack:
-            parent[i] = stack[-1][2]
-        stack.append((start, end, i))
-        if k > 0:
-            key = (t, k)
-            lt = lane_tracks.get(key)
-            if lt is None:
-                lt = trace.add_lane(trace.tracks[t], k).id
-                lane_tracks[key] = lt
-            track_col[i] = lt
-            moved[t] = moved.get(t, 0) + 1
+    lanes = np.flatnonzero(lane)
+    if len(lanes):
+        # one track per (original track, lane), made in the order the lanes were first needed
+        keys = track[lanes].astype(np.int64) << 32 | lane[lanes].astype(np.int64)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        inv = inv.reshape(-1)
+        pos = np.empty(n, np.int64)
+        pos[order] = np.arange(n)
+        first = np.full(len(uniq), n, np.int64)
+        np.minimum.at(first, inv, pos[lanes])
+        made = np.empty(len(uniq), np.int32)
+        for u in np.argsort(first, kind="stable").tolist():
+            t, k = int(uniq[u] >> 32), int(uniq[u] & 0xFFFF_FFFF)
+            made[u] = trace.add_lane(trace.tracks[t], k).id
+            moved[t] = 0
+        new_track = track.copy()
+        new_track[lanes] = made[inv]
+        for t, c in zip(*np.unique(track[lanes], return_counts=True)):
+            moved[int(t)] = int(c)
+        s.track = array("i", new_track.tobytes())
     s.depth, s.parent = depth, parent
     if moved:
         names = sorted({trace.track_label(trace.tracks[t]) or "unnamed track" for t in moved})
