@@ -54,6 +54,7 @@ import itertools
 import json
 import math
 import re
+import zlib
 from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -182,6 +183,116 @@ def _event_chunks(text: memoryview, size: int) -> Iterator[list[Event]]:
         if m is None:
             return
         pos = m.end() - 1                                  # the next event's '{'
+
+
+def _read_blocks(f: Any, size: int) -> Iterator[bytes]:
+    size = min(size, 1 << 30)
+    while True:
+        b = f.read(size)
+        if not b:
+            return
+        yield b
+
+
+_KEY_EVENTS = b'"traceEvents"'
+
+
+def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
+    """Where the event array starts in a document's first bytes: (the top-level keys before it,
+    whether the document is a bare array, the index just after its ``[``); None if the bytes end
+    first.  Raises :class:`_ChunkFailure` for a document of another shape."""
+    buf = np.frombuffer(head, np.uint8)
+    n = len(buf)
+    i = jsonscan.skip_ws(buf, 0)
+    if i >= n:
+        return None
+    if head[i:i + 1] == b"[":
+        return {}, True, i + 1
+    if head[i:i + 1] != b"{":
+        raise _ChunkFailure
+    header: dict[str, Any] = {}
+    i += 1
+    while True:
+        i = jsonscan.skip_ws(buf, i)
+        if i >= n:
+            return None
+        if head[i:i + 1] == b"}":
+            raise _ChunkFailure                  # no traceEvents
+        if head[i:i + 1] == b"," and header:
+            i = jsonscan.skip_ws(buf, i + 1)
+        k0 = i
+        k1 = jsonscan.value_end(buf, i)
+        if k1 == -1:
+            return None
+        if k1 < 0 or head[k0:k0 + 1] != b'"':
+            raise _ChunkFailure
+        i = jsonscan.skip_ws(buf, k1)
+        if i >= n:
+            return None
+        if head[i:i + 1] != b":":
+            raise _ChunkFailure
+        i = jsonscan.skip_ws(buf, i + 1)
+        if i >= n:
+            return None
+        try:
+            key = orjson.loads(head[k0:k1])
+        except orjson.JSONDecodeError:
+            raise _ChunkFailure from None
+        if key == "traceEvents":
+            if head[i:i + 1] != b"[":
+                raise _ChunkFailure
+            return header, False, i + 1
+        v1 = jsonscan.value_end(buf, i)
+        if v1 == -1:
+            return None
+        if v1 < 0 or key in header:
+            raise _ChunkFailure
+        header[key] = _header_value(Raw(head[i:v1]))
+        i = v1
+
+
+def _parse_tail(tail: bytes, is_array: bool) -> dict[str, Any]:
+    """The top-level keys in the text after the event array's ``]`` (``, "k": v ... }``)."""
+    t = tail.strip()
+    if is_array:
+        if t:
+            raise _ChunkFailure
+        return {}
+    if t == b"}":
+        return {}
+    if not t.startswith(b",") or not t.endswith(b"}"):
+        raise _ChunkFailure
+    try:
+        top = _TOP.decode(b"{" + t[1:])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise _ChunkFailure from None
+    if "traceEvents" in top:
+        raise _ChunkFailure
+    return {k: _header_value(v) for k, v in top.items()}
+
+
+TAIL_BYTES = 1 << 16
+
+
+def _tail_guess(path: Any) -> dict[str, Any]:
+    """The top-level keys after the event array, guessed from the file's last bytes: the longest
+    text after a ``]`` there that reads as the end of the top-level object ({} if none does).  Only
+    a guess: the stream checks it when it gets there."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - TAIL_BYTES))
+            end = f.read()
+    except OSError:
+        return {}
+    i = end.find(b"]")
+    while i >= 0:
+        try:
+            return _parse_tail(end[i + 1:], False)
+        except _ChunkFailure:
+            i = end.find(b"]", i + 1)
+    return {}
 
 
 def decode(data: bytes, what: str = WHAT) -> Document:
@@ -660,6 +771,12 @@ class ChromeReader:
     # ---- driver ---------------------------------------------------------------------------
 
     def read(self) -> Trace:
+        if FAST and self.streamable() and self.data is None and self.source is not None:
+            try:
+                return self._read_stream()
+            except _ChunkFailure:
+                # a document the streaming path cannot read: start over on the whole-document path
+                self.__init__(self.source)            # type: ignore[misc]
         data = self.data if self.data is not None else self.source.read_bytes()  # type: ignore[union-attr]
         if FAST and self.streamable():
             try:
@@ -738,11 +855,77 @@ class ChromeReader:
         gc.disable()
         try:
             self._scan_blocks(header, start == b"[", blocks)
+            rest = (self._tail or b"") + b"".join(bytes(b) for b in blocks)
+            if rest.strip():
+                raise _ChunkFailure              # text after the array's end
+            self._first = []
             self._finish_events()
         finally:
             if was_enabled:
                 gc.enable()
         return self.trace
+
+    def _read_stream(self) -> Trace:
+        """Read the file as a stream, ``CHUNK_BYTES`` at a time (through gzip too): the whole text
+        never exists at once.  The top-level keys before ``traceEvents`` are read first; those after
+        it (Kineto writes ``baseTimeNanoseconds`` there) are guessed from the file's last bytes
+        when it can be read backwards, and checked when the stream gets there: if they differ from
+        the guess, the time base is judged again and every time moved by the difference."""
+        src = self.source
+        assert src is not None
+        try:
+            f = src.open()
+        except OSError:
+            raise _ChunkFailure from None
+        try:
+            with f:
+                blocks = _read_blocks(f, CHUNK_BYTES)
+                head = b""
+                for block in blocks:
+                    head += block
+                    found = _find_events(head)
+                    if found is not None:
+                        break
+                else:
+                    raise _ChunkFailure
+                header, is_array, pos = found
+                guess = {} if is_array or src.gzipped else _tail_guess(src.path)
+                self._tail: bytes | None = None
+                self._first: list[Event] = []
+                was_enabled = gc.isenabled()
+                gc.disable()
+                try:
+                    self._scan_blocks({**header, **guess}, is_array,
+                                      itertools.chain([memoryview(head)[pos:]], blocks))
+                    tail = self._tail if self._tail is not None else b""
+                    for block in blocks:           # what follows the array
+                        tail += block
+                    full = {**header, **_parse_tail(tail, is_array)}
+                    delta = 0
+                    if full != {**header, **guess}:
+                        if is_own_output(full) != self._own:
+                            raise _ChunkFailure
+                        before = self.base_ns
+                        self._begin(full, is_array, self._first)
+                        delta = self.base_ns - before
+                    self._first = []
+                    self._finish_events()
+                    if delta:
+                        self._shift(delta)
+                finally:
+                    if was_enabled:
+                        gc.enable()
+        except (OSError, EOFError, zlib.error):
+            raise _ChunkFailure from None
+        return self.trace
+
+    def _shift(self, delta: int) -> None:
+        """Move every time in the model by ``delta`` ns (the time base was judged again)."""
+        t = self.trace
+        for col in (t.slices.ts, t.instants.ts, t.counters.ts):
+            if len(col):
+                a = np.frombuffer(col, np.int64)
+                a += delta
 
     def _begin(self, header: dict[str, Any], is_array: bool, first: list[Event]) -> None:
         doc = Document(header, first, is_array)
@@ -787,8 +970,9 @@ class ChromeReader:
                     if status != jsonscan.GROW:
                         break
                     strings.grow()
-        self._begin(header, is_array, self._decode_rows(np.frombuffer(head, np.uint8), sample, np.arange(n))
-                    if status != jsonscan.BAD else [])
+        self._first = self._decode_rows(np.frombuffer(head, np.uint8), sample, np.arange(n)) \
+            if status != jsonscan.BAD else []
+        self._begin(header, is_array, self._first)
         del sample
         seq = 0
         carry = b""
@@ -810,12 +994,10 @@ class ChromeReader:
                     break
             if status == jsonscan.END:
                 ended = True
-                if len(buf) - pos and bytes(buf[pos:]).strip():
-                    raise _ChunkFailure          # text after the array's end
-                carry = b""
-                continue
+                self._tail = bytes(buf[pos:])     # the rest of the document after the array
+                break
             carry = bytes(buf[pos:])
-        if not ended or carry.strip():
+        if not ended:
             raise _ChunkFailure                  # truncated: the repairing path reads it
 
     def _decode_rows(self, buf: np.ndarray, cols: "jsonscan.Columns", rows: np.ndarray) -> list[Event]:

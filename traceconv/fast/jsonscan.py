@@ -665,3 +665,22 @@ def gather(args: np.ndarray, alen: np.ndarray, rows: np.ndarray, n: int) -> tupl
     out = np.empty(int(alen[rows].sum()), np.uint8)
     _gather(args, alen, rows, n, out, lens)
     return out, lens
+
+
+@jit
+def _skip_ws(b, i):
+    return _ws(b, i, len(b))
+
+
+def skip_ws(buf: np.ndarray, i: int) -> int:
+    """The index of the first non-whitespace byte at or after ``i`` (``len(buf)`` if none)."""
+    return int(_skip_ws(buf, i))
+
+
+_NOWHERE = np.zeros(1, np.uint8)
+
+
+def value_end(buf: np.ndarray, i: int) -> int:
+    """The index just after the JSON value at ``buf[i]``: -1 if the bytes end first, -2 if it is
+    not JSON."""
+    return int(_walk(buf, i, len(buf), _NOWHERE, 0, False)[0])
