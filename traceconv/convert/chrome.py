@@ -702,6 +702,8 @@ class ChromeReader:
         self._binds: list[tuple[Any, int, bool, bool, int]] = []    # (bind_id, slice, in, out, ts)
         self._acc_max_ts = -(2**63)
         self._v1: dict[tuple, list[tuple[int, int, str, int, bool]]] = defaultdict(list)
+        # flow points read by the scanner, in batches: (category id, name id, id, ts, seq, ph, track, bp "e")
+        self._v1_rows: list[tuple[np.ndarray, ...]] = []
         self._counter_tracks: dict[tuple, int] = {}
         self._global_track: int | None = None
         self.warn = self.trace.diagnostics.warn
@@ -1094,14 +1096,10 @@ class ChromeReader:
             tid = np.where(flags[frows] & jsonscan.F_TID, cols.tid[frows],
                            0 if self.missing_tid == "zero" else pid)
             tracks = self._tracks_of(pid, tid)
-            strs = self.trace.strings.strings
-            v1 = self._v1
-            bp_e = (flags[frows] & jsonscan.F_BP != 0) & (cols.bp[frows] == ord("e"))
-            for t, q, c, nm, i, p, tr, e in zip(ts.tolist(), (frows + seq0).tolist(), cat_id[frows].tolist(),
-                                                name_id[frows].tolist(), cols.id[frows].tolist(),
-                                                ph[frows].tolist(), tracks.tolist(),
-                                                bp_e.tolist()):
-                v1[(strs[c], strs[nm], i)].append((t, q, chr(p), tr, e))
+            bp_e = ((flags[frows] & jsonscan.F_BP) != 0) & (cols.bp[frows] == ord("e"))
+            self._v1_rows.append((cat_id[frows].astype(np.int32), name_id[frows].astype(np.int32),
+                                  cols.id[frows].copy(), ts, (frows + seq0).astype(np.int64), ph[frows].copy(),
+                                  tracks.astype(np.int32), bp_e))
             top = int(ts.max())
             if top > self._acc_max_ts:
                 self._acc_max_ts = top
@@ -1605,92 +1603,91 @@ class ChromeReader:
         self._binds = []
 
     def _resolve_v1(self) -> None:
-        if not self._v1:
+        """Link the v1 flow points (s/t/f) of each flow (category + name + id): bind every point to a
+        slice (:meth:`_bind_flow_points`), then walk each flow's points in time order."""
+        parts = self._v1_rows
+        if not parts and not self._v1:
             return
-        queries: dict[int, list[tuple[int, int, int, bool]]] = defaultdict(list)  # track -> (ts, seq, qid, enclosing)
-        flows: list[list[tuple[int, int, str, int, bool]]] = []
-        qid = 0
-        skewed = 0
-        for items in self._v1.values():
-            items.sort(key=lambda x: (x[0], x[1]))
-            if len(items) == 2 and items[0][2] == "f" and items[1][2] == "s":
-                # one start and one end, the end earlier: host and device clocks disagree
-                # (MegEngine's interpolated device times, Kineto before its fix); keep the link
-                items.reverse()
-                skewed += 1
-            for ts, _seq, ph, track, bp_e in items:
-                queries[track].append((ts, _seq, qid, ph != "f" or bp_e))
-                qid += 1
-            flows.append(items)
-        bound = self._bind_flow_points(queries, qid)
+        strs = self.trace.strings.strings
+        cols = [np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, t)
+                for k, t in enumerate((np.int32, np.int32, np.int64, np.int64, np.int64, np.uint8, np.int32,
+                                       np.bool_))]
+        cat, name, fid, ts, seq, ph, track, bp_e = cols
+        # one group per flow: the scanner's rows by (category, name, id) ids, the rest by their key
+        if len(cat):
+            u, group = np.unique(np.stack([cat.astype(np.int64), name.astype(np.int64), fid], axis=1),
+                                 axis=0, return_inverse=True)
+            group = group.reshape(-1).astype(np.int64)
+            keys = [(strs[c], strs[nm], i) for c, nm, i in u.tolist()]
+        else:
+            group = np.zeros(0, np.int64)
+            keys = []
+        gid = {k: g for g, k in enumerate(keys)}
+        extra: list[tuple[int, int, int, str, int, bool]] = []
+        for key, items in self._v1.items():
+            g = gid.setdefault(key, len(gid))
+            if g == len(keys):
+                keys.append(key)
+            for t, q, p, tr, e in items:
+                extra.append((g, t, q, p, tr, e))
+        if extra:
+            g2, t2, q2, p2, tr2, e2 = zip(*extra)
+            group = np.concatenate([group, np.array(g2, np.int64)])
+            ts = np.concatenate([ts, np.array(t2, np.int64)])
+            seq = np.concatenate([seq, np.array(q2, np.int64)])
+            ph = np.concatenate([ph, np.frombuffer("".join(p2).encode("latin-1"), np.uint8)])
+            track = np.concatenate([track, np.array(tr2, np.int32)])
+            bp_e = np.concatenate([bp_e, np.array(e2, np.bool_)])
+        # flows in the order they first appear in the file; each flow's points by time, then file order
+        first = np.full(len(keys), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(first, group, seq)
+        rank = np.empty(len(keys), np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(keys))
+        order = np.lexsort((seq, ts, rank[group]))
+        group, ts, seq, ph, track, bp_e = (a[order] for a in (rank[group], ts, seq, ph, track, bp_e))
+        keys = [keys[g] for g in np.argsort(first, kind="stable").tolist()]
+        # one start and one end, the end earlier: host and device clocks disagree (MegEngine's
+        # interpolated device times, Kineto before its fix); keep the link
+        sizes = np.bincount(group, minlength=len(keys))
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        two = np.flatnonzero(sizes == 2)
+        a0 = starts[two]
+        swap = a0[(ph[a0] == ord("f")) & (ph[a0 + 1] == ord("s"))]
+        skewed = len(swap)
+        if skewed:
+            for arr in (ts, seq, ph, track, bp_e):
+                arr[swap], arr[swap + 1] = arr[swap + 1].copy(), arr[swap].copy()
+        enclosing = (ph != ord("f")) | bp_e
+        bound = self._bind_flow_points(track, ts, seq, enclosing)
         if skewed:
             self.warn(WarningCode.NOTE, "flows whose end is earlier than their start (host and device clocks "
                       "disagree) were kept as drawn by the producer", skewed)
-        qid = 0
-        unresolved = 0
-        dropped_events = 0
-        for key, items in zip(self._v1.keys(), flows):
-            name = key[0] or key[1] or None
-            pending: int | None = None
-            pending_new = 0      # 1 while the pending source's own event is not counted yet
-            for _ts, _seq, ph, _track, _bp in items:
-                sl = bound[qid]
-                qid += 1
-                if sl is None:
-                    unresolved += 1
-                    dropped_events += 1
-                    if ph == "f":
-                        dropped_events += pending_new
-                        pending, pending_new = None, 0
-                    continue
-                if ph == "s":
-                    if pending is not None and pending_new:
-                        dropped_events += 1
-                        unresolved += 1
-                    pending, pending_new = sl, 1
-                    continue
-                if pending is None:
-                    if ph == "t":           # a step with nothing before it still starts the next hop
-                        pending, pending_new = sl, 1
-                        continue
-                    unresolved += 1
-                    dropped_events += 1
-                    continue
-                self.trace.add_flow(pending, sl, name)
-                self.used["flow event"] += pending_new + 1
-                if ph == "t":
-                    pending, pending_new = sl, 0
-                else:
-                    pending, pending_new = None, 0
-            if pending is not None and pending_new:
-                # an s (or t) never followed by anything: its event is not in the model
-                dropped_events += 1
-                unresolved += 1
+        src, dst, grp, unresolved, dropped_events, used = flows.link(group, ph, bound)
+        if len(src):
+            intern = self.trace.strings.intern
+            gname = np.array([intern(k[0] or k[1] or None) for k in keys], np.int32)
+            f = self.trace.flows
+            f.src.frombytes(src.astype(np.int64).tobytes())
+            f.dst.frombytes(dst.astype(np.int64).tobytes())
+            f.name.frombytes(gname[grp].tobytes())
+        self.used["flow event"] += used
         if unresolved:
             self.warn(WarningCode.UNRESOLVED_FLOW, "flow events (s/t/f) that bind to no slice or have no other "
                       "end in the trace were not kept", dropped_events)
             self.dropped += dropped_events
         self._v1 = defaultdict(list)
+        self._v1_rows = []
 
-    def _bind_flow_points(self, queries: dict[int, list[tuple[int, int, int, bool]]],
-                          n: int) -> list[int | None]:
-        """For each flow point, the slice it binds to, as Perfetto's importer sees it after its stable
+    def _bind_flow_points(self, q_track: np.ndarray, q_ts: np.ndarray, q_seq: np.ndarray,
+                          q_enc: np.ndarray) -> np.ndarray:
+        """For each flow point (track, time, file position, whether it binds to the enclosing
+        slice), the slice it binds to (-1: none), as Perfetto's importer sees it after its stable
         sort by time: the innermost slice open on the track at that point (begun before it; not yet
         ended by an E before it; an X stays open through its end time), or the next slice to begin
         (later, or at the same time but after the point in the file).  At one start time the longer
         slice is the parent (Perfetto's order for complete events).  The loop is compiled
         (:func:`traceconv.fast.flows.bind`)."""
         s = self.trace.slices
-        q_track = np.empty(n, np.int32)
-        q_ts = np.empty(n, np.int64)
-        q_seq = np.empty(n, np.int64)
-        q_enc = np.empty(n, np.bool_)
-        for track, qs in queries.items():
-            for ts, seq, q, enclosing in qs:
-                q_track[q] = track
-                q_ts[q] = ts
-                q_seq[q] = seq
-                q_enc[q] = enclosing
         ns = len(s)
         if len(self._bseq) == ns:
             bseq = np.frombuffer(self._bseq, np.int64) if ns else np.zeros(0, np.int64)
@@ -1698,9 +1695,9 @@ class ChromeReader:
         else:                                   # slices added by other means: file order unknown
             bseq, eseq = np.arange(ns, dtype=np.int64), np.full(ns, -1, np.int64)
         col = (lambda a, t: np.frombuffer(a, t) if ns else np.zeros(0, t))
-        out = flows.bind(col(s.ts, np.int64), col(s.dur, np.int64), col(s.track, np.int32), bseq, eseq,
-                         q_track, q_ts, q_seq, q_enc)
-        return [None if i < 0 else i for i in out.tolist()]
+        return flows.bind(col(s.ts, np.int64), col(s.dur, np.int64), col(s.track, np.int32), bseq, eseq,
+                          q_track.astype(np.int32), q_ts.astype(np.int64), q_seq.astype(np.int64),
+                          q_enc.astype(np.bool_))
 
 
 def timed_ns(events: list[Event]) -> Iterator[int]:

@@ -89,3 +89,79 @@ def bind(s_ts: np.ndarray, s_dur: np.ndarray, s_track: np.ndarray, bseq: np.ndar
     out = np.full(len(q_ts), -1, np.int64)
     _bind(s_ts, s_dur, s_track, bseq, eseq, s_order, q_track, q_ts, q_seq, q_enc, q_order, out)
     return out
+
+
+@jit
+def _link(group, ph, bound, src, dst, grp, counts):
+    """The v1 flow rule over points sorted by flow (``group``) and time: an ``s`` starts a hop, a
+    ``t`` ends one and starts the next, an ``f`` ends it; points bound to no slice break the chain.
+    Writes the links; counts: [links, unresolved points, dropped events, used events]."""
+    n = len(group)
+    k = 0
+    unresolved = 0
+    dropped = 0
+    used = 0
+    i = 0
+    while i < n:
+        g = group[i]
+        pending = -1
+        pending_new = 0
+        while i < n and group[i] == g:
+            sl = bound[i]
+            p = ph[i]
+            i += 1
+            if sl < 0:
+                unresolved += 1
+                dropped += 1
+                if p == 102:                     # f
+                    dropped += pending_new
+                    pending = -1
+                    pending_new = 0
+                continue
+            if p == 115:                         # s
+                if pending >= 0 and pending_new:
+                    dropped += 1
+                    unresolved += 1
+                pending = sl
+                pending_new = 1
+                continue
+            if pending < 0:
+                if p == 116:                     # t: a step with nothing before it starts the next hop
+                    pending = sl
+                    pending_new = 1
+                    continue
+                unresolved += 1
+                dropped += 1
+                continue
+            src[k] = pending
+            dst[k] = sl
+            grp[k] = g
+            k += 1
+            used += pending_new + 1
+            if p == 116:
+                pending = sl
+                pending_new = 0
+            else:
+                pending = -1
+                pending_new = 0
+        if pending >= 0 and pending_new:
+            # an s (or t) never followed by anything: its event is not in the model
+            dropped += 1
+            unresolved += 1
+    counts[0] = k
+    counts[1] = unresolved
+    counts[2] = dropped
+    counts[3] = used
+
+
+def link(group: np.ndarray, ph: np.ndarray, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+    """(src slices, dst slices, flow group of each link, unresolved points, dropped events, used
+    events) for flow points sorted by group and time, each bound to a slice (or -1)."""
+    n = len(group)
+    src = np.empty(n, np.int64)
+    dst = np.empty(n, np.int64)
+    grp = np.empty(n, np.int64)
+    counts = np.zeros(4, np.int64)
+    _link(group.astype(np.int64), ph.astype(np.uint8), bound.astype(np.int64), src, dst, grp, counts)
+    k = int(counts[0])
+    return src[:k], dst[:k], grp[:k], int(counts[1]), int(counts[2]), int(counts[3])
