@@ -1029,6 +1029,37 @@ class ChromeReader:
             smap = self._smap = np.concatenate([smap, new])
         return smap
 
+    def _take_instants(self, cols: "jsonscan.Columns", rows: np.ndarray, n: int, seq0: int, flags: np.ndarray,
+                       name_id: np.ndarray, cat_id: np.ndarray) -> None:
+        """Instant rows of the scanner's output: on the thread, the process (``s: "p"``) or the
+        global track (``s: "g"``), as :meth:`_instant` puts them."""
+        ts = cols.ts[rows] + self.base_ns
+        pid = np.where(flags[rows] & jsonscan.F_PID, cols.pid[rows], 0)
+        tid = np.where(flags[rows] & jsonscan.F_TID, cols.tid[rows], 0 if self.missing_tid == "zero" else pid)
+        scope = np.where(flags[rows] & jsonscan.F_S, cols.s[rows], ord("t"))
+        tracks = self._tracks_of(pid, tid)
+        for k in np.flatnonzero(scope == ord("g")).tolist():
+            tracks[k] = self.global_track()
+        for k in np.flatnonzero(scope == ord("p")).tolist():
+            tracks[k] = self.trace.process_track(self.trace.process(int(pid[k]))).id
+        t = self.trace.instants
+        t.ts.frombytes(ts.tobytes())
+        t.track.frombytes(tracks.astype(np.int32).tobytes())
+        t.name.frombytes(name_id[rows].astype(np.int32).tobytes())
+        t.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
+        data, lens = jsonscan.gather(cols.args, cols.alen[:n], rows, n)
+        t.args.extend_packed(data, lens)
+        self.used["instant"] += len(rows)
+        self.on_instants(name_id[rows], ts, pid, data, lens)
+        top = int(ts.max())
+        if top > self._acc_max_ts:
+            self._acc_max_ts = top
+
+    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: np.ndarray,
+                    lens: np.ndarray) -> None:
+        """Like :meth:`on_instant`, for a batch of instants read by the scanner (string ids of their
+        names, ns, pids, their args texts back to back and each one's length)."""
+
     def _tracks_of(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         """The thread track of each (pid, tid) pair."""
         lim = 1 << 31
@@ -1104,6 +1135,16 @@ class ChromeReader:
             if top > self._acc_max_ts:
                 self._acc_max_ts = top
             fast |= flow
+        # instants (i/I/R) without an id: straight into the instants table
+        need = jsonscan.F_TS | jsonscan.F_PH
+        inst = ((flags & (jsonscan.SLOW | need | jsonscan.F_ID)) == need) \
+            & ((ph == ord("i")) | (ph == ord("I")) | (ph == ord("R"))) & (name_id >= 0) & (cat_id >= 0)
+        if not self._plain_times:
+            inst[:] = False
+        irows = np.flatnonzero(inst)
+        if len(irows):
+            self._take_instants(cols, irows, n, seq0, flags, name_id, cat_id)
+            fast |= inst
         rest = np.flatnonzero(~fast)
         if len(rest):
             self._convert_events(self._decode_rows(buf, cols, rest), seq0, (rest + seq0).tolist())
@@ -1615,10 +1656,13 @@ class ChromeReader:
         cat, name, fid, ts, seq, ph, track, bp_e = cols
         # one group per flow: the scanner's rows by (category, name, id) ids, the rest by their key
         if len(cat):
-            u, group = np.unique(np.stack([cat.astype(np.int64), name.astype(np.int64), fid], axis=1),
-                                 axis=0, return_inverse=True)
-            group = group.reshape(-1).astype(np.int64)
-            keys = [(strs[c], strs[nm], i) for c, nm, i in u.tolist()]
+            o = np.lexsort((fid, name, cat))
+            new = np.ones(len(o), np.bool_)
+            new[1:] = (cat[o][1:] != cat[o][:-1]) | (name[o][1:] != name[o][:-1]) | (fid[o][1:] != fid[o][:-1])
+            group = np.empty(len(o), np.int64)
+            group[o] = np.cumsum(new) - 1
+            u = o[new]
+            keys = [(strs[c], strs[nm], i) for c, nm, i in zip(cat[u].tolist(), name[u].tolist(), fid[u].tolist())]
         else:
             group = np.zeros(0, np.int64)
             keys = []

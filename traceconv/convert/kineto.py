@@ -32,6 +32,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgspec
+import numpy as np
 import orjson
 
 from ..errors import WarningCode
@@ -101,6 +103,20 @@ class KinetoReader(ChromeReader):
         if ev.name == "[memory]" and len(ev.args):
             self._memory.append((ts, pid, bytes(ev.args)))
 
+    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: np.ndarray,
+                    lens: np.ndarray) -> None:
+        sid = self.trace.strings._ids.get("[memory]")
+        if sid is None:
+            return
+        rows = np.flatnonzero((names == sid) & (lens > 0))
+        if not len(rows):
+            return
+        ends = np.cumsum(lens)
+        starts = ends - lens
+        raw = args.tobytes()
+        self._memory.extend(zip(ts[rows].tolist(), pid[rows].tolist(),
+                                (raw[a:b] for a, b in zip(starts[rows].tolist(), ends[rows].tolist()))))
+
     def finish(self) -> None:
         self._devices()
         self._memory_counters()
@@ -132,11 +148,20 @@ class KinetoReader(ChromeReader):
         trace = self.trace
         running: dict[tuple[Any, str], float] = {}     # devices whose events carry only "Bytes"
         self._memory.sort(key=lambda m: m[0])           # stable: file order at one time
-        for ts, pid, raw in self._memory:
-            try:
-                a = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue
+        # the args of every [memory] event at once, each as a dict (one decode call, not one per event)
+        try:
+            decoded = _MEMORY_ARGS.decode(b"[" + b",".join(m[2] for m in self._memory) + b"]")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            decoded = []
+            for m in self._memory:
+                try:
+                    decoded.append(orjson.loads(m[2]))
+                except orjson.JSONDecodeError:
+                    decoded.append(None)
+        c_track: list[int] = []
+        c_ts: list[int] = []
+        c_val: list[float] = []
+        for (ts, pid, _raw), a in zip(self._memory, decoded):
             if not isinstance(a, dict):
                 continue
             dtype = a.get("Device Type")
@@ -152,18 +177,29 @@ class KinetoReader(ChromeReader):
             for key, what in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")):
                 v = a.get(key)
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    trace.add_counter(self.counter_track(owner, f"{dev} memory {what}", unit="bytes"), ts, float(v))
+                    c_track.append(self.counter_track(owner, f"{dev} memory {what}", unit="bytes"))
+                    c_ts.append(ts)
+                    c_val.append(float(v))
             b = a.get("Bytes")
             if "Total Allocated" not in a and isinstance(b, (int, float)) and not isinstance(b, bool):
                 # older PyTorch: only the change; the running sum counts from the trace's start
                 key2 = (owner, dev)
                 running[key2] = running.get(key2, 0.0) + b
-                trace.add_counter(self.counter_track(owner, f"{dev} memory allocated since trace start",
-                                                     unit="bytes"), ts, running[key2])
+                c_track.append(self.counter_track(owner, f"{dev} memory allocated since trace start",
+                                                  unit="bytes"))
+                c_ts.append(ts)
+                c_val.append(running[key2])
+        c = trace.counters
+        c.track.extend(c_track)
+        c.ts.extend(c_ts)
+        c.value.extend(c_val)
         if running:
             self.warn(WarningCode.NOTE, "[memory] events without 'Total Allocated' (older PyTorch): the "
                       "memory counter is the running sum of their 'Bytes' since the trace started")
         self._memory = []
+
+
+_MEMORY_ARGS = msgspec.json.Decoder(list[dict[str, Any]])
 
 
 def read(source: Source) -> Trace:
