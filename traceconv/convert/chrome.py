@@ -897,8 +897,9 @@ class ChromeReader:
                 was_enabled = gc.isenabled()
                 gc.disable()
                 try:
-                    self._scan_blocks({**header, **guess}, is_array,
-                                      itertools.chain([memoryview(head)[pos:]], blocks))
+                    stream = itertools.chain([head[pos:]], blocks)
+                    del head                           # only the stream holds text now, a block at a time
+                    self._scan_blocks({**header, **guess}, is_array, stream)
                     tail = self._tail if self._tail is not None else b""
                     for block in blocks:           # what follows the array
                         tail += block
@@ -979,7 +980,9 @@ class ChromeReader:
         seq = 0
         carry = b""
         ended = False
-        for block in itertools.chain([head], blocks):
+        stream = itertools.chain([head], blocks)
+        del head
+        for block in stream:
             buf = np.frombuffer(carry + bytes(block), np.uint8) if carry else np.frombuffer(block, np.uint8)
             pos = 0
             while True:
