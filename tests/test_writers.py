@@ -225,43 +225,68 @@ def test_many_chunks_of_packets_lose_nothing(tmp_path, monkeypatch):
 
 
 def test_hand_encoded_tags_match_the_perfetto_protos():
-    """The writer encodes event packets itself: every tag must be the protos' field number and wire type."""
+    """The writer and its kernels encode packets themselves: every tag must be the protos' field number
+    and wire type, and every enum value and constant they write the protos' own."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    from traceconv.fast import pbwrite
+    from traceconv.writers import perfetto as pw
     from traceconv.writers.perfetto import TAGS, varint
     wire = {1: 1, 6: 1, 9: 2, 11: 2, 12: 2}     # double, fixed64: I64; string, message, bytes: LEN; else VARINT
     for (message, field), got in TAGS.items():
         f = getattr(pb, message).DESCRIPTOR.fields_by_name[field]
         assert got == varint(f.number << 3 | wire.get(f.type, 0)), (message, field)
-    for message in ("EventCategory", "DebugAnnotationName"):       # laid out as EventName
-        for field in ("iid", "name"):
-            assert getattr(pb, message).DESCRIPTOR.fields_by_name[field].number == \
-                pb.EventName.DESCRIPTOR.fields_by_name[field].number
+    assert set(pbwrite.FIELDS) <= set(TAGS)
+    for message in ("EventCategory", "DebugAnnotationName", "InternedString"):   # laid out as EventName
+        for field, same in (("iid", "iid"), ("name", "name"), ("str", "name")):
+            if field in getattr(pb, message).DESCRIPTOR.fields_by_name:
+                assert getattr(pb, message).DESCRIPTOR.fields_by_name[field].number == \
+                    pb.EventName.DESCRIPTOR.fields_by_name[same].number
+    # the kernels' tag constants (one byte, or two as varint bytes) are those of FIELDS
+    for name, (message, field) in {"T_PACKET": ("Trace", "packet"), "P_TS": ("TracePacket", "timestamp"),
+                                   "P_SEQ": ("TracePacket", "trusted_packet_sequence_id"),
+                                   "P_FLAGS": ("TracePacket", "sequence_flags"), "E_ANN": ("TrackEvent", "debug_annotations"),
+                                   "A_DICT": ("DebugAnnotation", "dict_entries"),
+                                   "A_ARRAY": ("DebugAnnotation", "array_values")}.items():
+        assert bytes([getattr(pbwrite, name)]) == TAGS[message, field], name
+    for name, (message, field) in {"A_STR_IID": ("DebugAnnotation", "string_value_iid"),
+                                   "E_DOUBLE": ("TrackEvent", "double_counter_value"),
+                                   "E_FLOW": ("TrackEvent", "flow_ids"),
+                                   "E_TFLOW": ("TrackEvent", "terminating_flow_ids")}.items():
+        assert bytes([getattr(pbwrite, name + "0"), getattr(pbwrite, name + "1")]) == TAGS[message, field], name
+    assert (pbwrite.TYPE_SLICE_BEGIN, pbwrite.TYPE_SLICE_END, pbwrite.TYPE_INSTANT, pbwrite.TYPE_COUNTER) == \
+        (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT,
+         pb.TrackEvent.TYPE_COUNTER)
+    fields = pb.InternedData.DESCRIPTOR.fields_by_name
+    for got, field in ((pw._I_CATS, "event_categories"), (pw._I_NAMES, "event_names"),
+                       (pw._I_ANN, "debug_annotation_names"), (pw._I_STRINGS, "debug_annotation_string_values")):
+        assert varint(got) == TAGS["InternedData", field] and fields[field].number << 3 | 2 == got
+    assert 64 <= pw.SEQ_CLOCK <= 127                          # a sequence-scoped clock id
 
 
 def test_annotation_values_decode_to_what_was_encoded():
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     from traceconv.writers.perfetto import value_fields
     from timeline import _ann_value
-    for v in (0, 1, -1, -(2**63), 2**63 - 1, 2**63, 2**64 - 1, 2**70, 1.5, -0.0, 1e300, "", "ü \" \n",
-              True, False, None, [], {}, [1, [2, "x"]], {"a": {"b": [None, 1.25]}}):
+    for v in (0, 1, -1, -(2**63), 2**63 - 1, 2**63, 2**64 - 1, 2**70, -(2**63) - 1, 1.5, -0.0, 1e300, "",
+              "ü \" \n", True, False, None, [], {}, [1, [2, "x"]], {"a": {"b": [None, 1.25]}}):
         a = pb.DebugAnnotation()
         a.ParseFromString(value_fields(v))
-        want = str(v) if isinstance(v, int) and v > 2**64 - 1 else v
+        want = str(v) if isinstance(v, int) and not -(2**63) <= v <= 2**64 - 1 else v
         assert _ann_value(a, {}) == want, v
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=50))
 def test_varints_are_what_protobuf_encodes(values):
-    """The writer's varints, one by one and vectorized, against protobuf's own encoding."""
+    """The writer's varints, in Python and in the kernels, against protobuf's own encoding."""
     import numpy as np
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-    from traceconv.writers.perfetto import varint, varints
+    from traceconv.fast import pbwrite
+    from traceconv.writers.perfetto import varint
+    buf = np.zeros(10, np.uint8)
     for v in values:
         assert b"\x40" + varint(v) == pb.TracePacket(timestamp=v).SerializeToString()
-    small = [v for v in values if v < 2**63]
-    if small:
-        blob, off = varints(np.array(small, dtype=np.int64))
-        assert [blob[off[i]:off[i + 1]] for i in range(len(small))] == [varint(v) for v in small]
+        n = pbwrite._put(buf, 0, np.uint64(v))
+        assert n == pbwrite._vlen(np.uint64(v)) and buf[:n].tobytes() == varint(v)
     for v in (-1, -(2**63)):
         assert pb.DebugAnnotation.FromString(b"\x20" + varint(v)).int_value == v

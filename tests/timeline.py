@@ -163,17 +163,63 @@ def read_chrome_json(path: str | Path) -> Timeline:
 
 # ---------------------------------------------------------------- Perfetto protobuf
 
-def _ann_value(a: Any, names: dict[int, str]) -> Any:
+def _ann_value(a: Any, names: dict[int, str], strings: dict[int, str] | None = None) -> Any:
+    """A DebugAnnotation's value; ``names`` and ``strings`` resolve interned names (at any depth) and
+    interned string values."""
     which = a.WhichOneof("value")
     if a.dict_entries:
-        return {e.name: _ann_value(e, names) for e in a.dict_entries}
+        return {(names[e.name_iid] if e.name_iid else e.name): _ann_value(e, names, strings)
+                for e in a.dict_entries}
     if a.array_values:
-        return [_ann_value(v, names) for v in a.array_values]
+        return [_ann_value(v, names, strings) for v in a.array_values]
     if which == "legacy_json_value":
         return orjson.loads(a.legacy_json_value)
+    if which == "string_value_iid":
+        return (strings or {})[a.string_value_iid]
     if which is None:
         return None
     return getattr(a, which)
+
+
+BOOTTIME = pb.BuiltinClock.BUILTIN_CLOCK_BOOTTIME
+
+
+class _Clocks:
+    """Packet timestamps to the trace clock, the way trace_processor resolves them: a packet's
+    ``timestamp_clock_id`` or else its sequence's ``TracePacketDefaults``; clocks 64..127 are
+    scoped to their sequence; an ``is_incremental`` clock's timestamps are deltas from the previous
+    timestamp on that clock (the first one after a snapshot from the snapshot's value), in units of
+    ``unit_multiplier_ns``; a sequence clock maps to BOOTTIME (the default trace clock) through the
+    snapshot that holds both.  Only what traceconv writes is supported: one snapshot per clock."""
+
+    def __init__(self) -> None:
+        self.defaults: dict[int, int] = {}                 # sequence -> default timestamp clock id
+        self.clocks: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def snapshot(self, seq: int, snap: Any) -> None:
+        clocks = {c.clock_id: c for c in snap.clocks}
+        assert BOOTTIME in clocks, "a clock snapshot without the trace clock (BOOTTIME)"
+        boot = clocks[BOOTTIME].timestamp
+        for cid, c in clocks.items():
+            assert cid == BOOTTIME or 64 <= cid < 128, f"clock {cid} is not supported here"
+            if cid == BOOTTIME:
+                continue
+            assert (seq, cid) not in self.clocks, "a second snapshot of one clock is not supported here"
+            unit = c.unit_multiplier_ns or 1
+            self.clocks[(seq, cid)] = {"unit": unit, "incremental": c.is_incremental,
+                                       "last": c.timestamp * unit, "at": c.timestamp * unit, "boot": boot}
+
+    def resolve(self, seq: int, p: Any) -> int:
+        cid = p.timestamp_clock_id or self.defaults.get(seq, 0)
+        if cid in (0, BOOTTIME):
+            return p.timestamp
+        assert 64 <= cid < 128, f"clock {cid} is not supported here"
+        c = self.clocks[(seq, cid)]
+        ns = p.timestamp * c["unit"]
+        if c["incremental"]:
+            c["last"] += ns
+            ns = c["last"]
+        return ns - c["at"] + c["boot"]
 
 
 def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
@@ -192,8 +238,35 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
     raw: list[Slice] = []
     last_ts = None
     seen_first: set[int] = set()
+    clocks = _Clocks()
     for p in trace.packet:
         seq = p.trusted_packet_sequence_id
+        if seq and seq not in seen_first:
+            assert p.first_packet_on_sequence, "first packet of a sequence must say so"
+            assert p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+            seen_first.add(seq)
+        # in trace_processor's order: cleared state, defaults, interned data, then a clock snapshot
+        # ends the packet
+        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+            interned[seq] = {"names": {}, "cats": {}, "ann": {}, "str": {}}
+            clocks.defaults.pop(seq, None)
+        if p.HasField("trace_packet_defaults"):
+            clocks.defaults[seq] = p.trace_packet_defaults.timestamp_clock_id
+        st = interned.setdefault(seq, {"names": {}, "cats": {}, "ann": {}, "str": {}})
+        if p.HasField("interned_data"):
+            for e in p.interned_data.event_names:
+                st["names"][e.iid] = e.name
+            for e in p.interned_data.event_categories:
+                st["cats"][e.iid] = e.name
+            for e in p.interned_data.debug_annotation_names:
+                st["ann"][e.iid] = e.name
+            for e in p.interned_data.debug_annotation_string_values:
+                st["str"][e.iid] = e.str.decode("utf-8", "surrogatepass")
+        if p.HasField("clock_snapshot"):
+            clocks.snapshot(seq, p.clock_snapshot)
+            continue
+        ts = clocks.resolve(seq, p) if p.HasField("timestamp") else None
+        on_sequence_clock = p.HasField("timestamp") and (p.timestamp_clock_id or clocks.defaults.get(seq, 0)) >= 64
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             assert d.uuid not in tracks, "two descriptors for one track uuid"
@@ -204,28 +277,14 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
             for m in p.chrome_events.metadata:
                 which = m.WhichOneof("value")
                 tl.metadata[m.name] = orjson.loads(m.json_value) if which == "json_value" else getattr(m, which)
-        if seq and seq not in seen_first:
-            assert p.first_packet_on_sequence, "first packet of a sequence must say so"
-            assert p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-            seen_first.add(seq)
-        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
-            interned[seq] = {"names": {}, "cats": {}, "ann": {}}
-        st = interned.setdefault(seq, {"names": {}, "cats": {}, "ann": {}})
-        if p.HasField("interned_data"):
-            for e in p.interned_data.event_names:
-                st["names"][e.iid] = e.name
-            for e in p.interned_data.event_categories:
-                st["cats"][e.iid] = e.name
-            for e in p.interned_data.debug_annotation_names:
-                st["ann"][e.iid] = e.name
         if not p.HasField("track_event"):
             continue
         te = p.track_event
         uses_iids = te.name_iid or te.category_iids or any(a.name_iid for a in te.debug_annotations)
-        if uses_iids:
+        if uses_iids or on_sequence_clock:
             assert p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE, \
-                "packets using interned ids must set SEQ_NEEDS_INCREMENTAL_STATE"
-        ts = p.timestamp
+                "packets using interned ids or the sequence's defaults must set SEQ_NEEDS_INCREMENTAL_STATE"
+        assert ts is not None, "a track event without a timestamp"
         if check_order:
             assert last_ts is None or ts >= last_ts, "packets out of time order"
             last_ts = ts
@@ -243,7 +302,7 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
             continue
         name = st["names"][te.name_iid] if te.name_iid else te.name
         cat = ",".join(st["cats"][c] for c in te.category_iids) if te.category_iids else ",".join(te.categories)
-        args = {(st["ann"][a.name_iid] if a.name_iid else a.name): _ann_value(a, st["ann"])
+        args = {(st["ann"][a.name_iid] if a.name_iid else a.name): _ann_value(a, st["ann"], st["str"])
                 for a in te.debug_annotations}
         if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
             stacks[te.track_uuid].append((te.track_uuid, name, cat, args, ts, list(te.flow_ids),

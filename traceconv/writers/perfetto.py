@@ -4,28 +4,41 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
 
 * one packet sequence (``trusted_packet_sequence_id`` 1); its first packet says
   ``first_packet_on_sequence`` and ``SEQ_INCREMENTAL_STATE_CLEARED``; every
-  packet that uses interned ids says ``SEQ_NEEDS_INCREMENTAL_STATE``;
+  packet that uses incremental state (interned ids, the sequence's clock) says
+  ``SEQ_NEEDS_INCREMENTAL_STATE``;
+* timestamps in ns as deltas on a sequence-scoped incremental clock: the first
+  packet's ``ClockSnapshot`` says that clock 64 (``is_incremental``) reads T
+  when the trace clock BOOTTIME reads T (T = the first event's time), and its
+  ``TracePacketDefaults.timestamp_clock_id`` = 64 makes every later timestamp
+  on the sequence a delta from the previous one -- what trace_processor turns
+  back into the absolute times on the default trace clock, unchanged (the same
+  setup the Perfetto SDK writes for its own track events);
 * a TrackDescriptor for every process (ProcessDescriptor), thread
   (ThreadDescriptor), counter (CounterDescriptor) and other track, before the
   events that use it;
 * slices as ``SLICE_BEGIN``/``SLICE_END`` pairs on strictly nested tracks
   (overlaps were moved to lanes by :func:`traceconv.layout.nest`), in the
   order :func:`traceconv.layout.event_stream` gives;
-* event names, categories and debug-annotation names interned on first use;
-* args as debug annotations (nested dicts and lists kept as such);
+* every event name, category, debug-annotation name and repeated string value
+  that the events use interned up front, in packets after the descriptors and
+  before the first event;
+* args as debug annotations (nested dicts and lists kept as such, their keys
+  as interned names too);
 * flows as ``flow_ids`` on the source's begin and ``terminating_flow_ids`` on
-  the destination's begin;
-* timestamps in ns, on the default trace clock.
+  the destination's begin.
 
-How it is written: the few descriptor and metadata packets are built with
-``perfetto_trace_pb2``.  The event packets -- millions of them -- are encoded
-straight into protobuf's wire format, because building a pb2 message per event
-costs ~14 µs in Python: each packet is a few cached byte strings (the track's
-prefix, the interned name and category ids, varints of small numbers) around
-the timestamp, and each arg's encoded annotation is cached by (key, raw JSON
-value), since most values repeat (shapes, dtypes, zeros).  ``tests/test_writers.py``
-checks every hand-written tag against the pb2 descriptors and decodes the
-output with ``perfetto_trace_pb2``.  The file is written in chunks as it goes.
+How it is written: the few header packets (clock, descriptors, metadata) are
+built with ``perfetto_trace_pb2``.  The event packets -- millions of them --
+are encoded in protobuf's wire format by compiled kernels
+(:mod:`traceconv.fast.pbwrite`): a first pass over all args rows interns their
+keys and counts their string values, a second pass transcodes each row's JSON
+text straight into ``DebugAnnotation`` bytes while it assembles the packets of
+a step of the event stream into a 1 MB buffer, which is written out as it
+fills.  The rare rows the kernel leaves alone (floats beyond the exact fast
+path, integers beyond 64 bits, ...) are encoded by the Python reference here
+(:func:`value_fields`).  ``tests/test_writers.py`` checks every hand-written
+tag against the pb2 descriptors, the kernel's annotations against the Python
+reference (hypothesis), and decodes whole outputs with ``perfetto_trace_pb2``.
 """
 
 from __future__ import annotations
@@ -39,14 +52,18 @@ import orjson
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .. import __version__
+from ..fast import pbwrite
 from ..layout import BEGIN, COUNTER, END, INSTANT, event_stream
 from ..model import Trace, TrackKind
 from ..progress import report
 
 SEQ_ID = 1
+SEQ_CLOCK = 64            # the sequence's incremental clock (ids 64..127 are sequence-scoped)
 _CHUNK = 1 << 20          # bytes written at a time
-_STEP = 1 << 16           # events encoded per step
-_CACHE = 200_000          # encoded arg values remembered (the cache starts over when full)
+_INTERNED_MAX = 1 << 20   # interned entries per packet, in bytes
+_STEP = 1 << 17           # events encoded per step
+_CACHE = 200_000          # Python-encoded arg values remembered (the cache starts over when full)
+INTERN_STRINGS = True     # repeated string values as DebugAnnotation.string_value_iid
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 _UNITS = {"bytes": pb.CounterDescriptor.UNIT_SIZE_BYTES, "ns": pb.CounterDescriptor.UNIT_TIME_NS,
           "count": pb.CounterDescriptor.UNIT_COUNT}
@@ -66,38 +83,13 @@ def _varint_slow(v: int) -> bytes:
 
 
 _SMALL = [_varint_slow(i) for i in range(1 << 14)]
-# 14-bit groups with the continuation bit set on both bytes: for the middle of long varints
-_CONT = [bytes(((i & 0x7F) | 0x80, ((i >> 7) & 0x7F) | 0x80)) for i in range(1 << 14)]
 
 
 def varint(v: int) -> bytes:
     """Unsigned varint (negative int64 values as their 64-bit two's complement)."""
     if 0 <= v < 16384:
         return _SMALL[v]
-    v &= 0xFFFF_FFFF_FFFF_FFFF
-    out = b""
-    while v >= 16384:
-        out += _CONT[v & 0x3FFF]
-        v >>= 14
-    return out + _SMALL[v]
-
-
-def varints(values: "np.ndarray") -> tuple[bytes, list[int]]:
-    """Varints of many non-negative int64 values at once: (all bytes, offsets) -- value i is
-    ``blob[off[i]:off[i + 1]]``."""
-    v = values.astype(np.uint64)
-    n = len(v)
-    nbytes = np.ones(n, dtype=np.int64)
-    for k in range(1, 10):
-        nbytes += v >= np.uint64(1) << np.uint64(7 * k)
-    out = np.zeros((n, 10), dtype=np.uint8)
-    for k in range(10):
-        group = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
-        out[:, k] = group | np.where(k < nbytes - 1, 0x80, 0).astype(np.uint8)
-    blob = out[np.arange(10) < nbytes[:, None]].tobytes()
-    off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(nbytes, out=off[1:])
-    return blob, off.tolist()
+    return _varint_slow(v & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def tag(field: int, wire: int) -> bytes:
@@ -105,53 +97,25 @@ def tag(field: int, wire: int) -> bytes:
 
 
 VARINT, I64, LEN = 0, 1, 2
-# (message, field name) -> tag bytes; every one of them is checked against the pb2 descriptors in the tests
-TAGS: dict[tuple[str, str], bytes] = {
-    ("Trace", "packet"): tag(1, LEN),
-    ("TracePacket", "timestamp"): tag(8, VARINT),
-    ("TracePacket", "trusted_packet_sequence_id"): tag(10, VARINT),
-    ("TracePacket", "sequence_flags"): tag(13, VARINT),
-    ("TracePacket", "track_event"): tag(11, LEN),
+# (message, field name) -> tag bytes; every one of them is checked against the pb2 descriptors in
+# the tests.  The kernels' own (pbwrite.FIELDS) are part of it.
+TAGS: dict[tuple[str, str], bytes] = {k: tag(n, w) for k, (n, w) in pbwrite.FIELDS.items()}
+TAGS.update({
     ("TracePacket", "interned_data"): tag(12, LEN),
-    ("TrackEvent", "type"): tag(9, VARINT),
-    ("TrackEvent", "track_uuid"): tag(11, VARINT),
-    ("TrackEvent", "name_iid"): tag(10, VARINT),
-    ("TrackEvent", "category_iids"): tag(3, VARINT),
-    ("TrackEvent", "debug_annotations"): tag(4, LEN),
-    ("TrackEvent", "double_counter_value"): tag(44, I64),
-    ("TrackEvent", "flow_ids"): tag(47, I64),
-    ("TrackEvent", "terminating_flow_ids"): tag(48, I64),
-    ("DebugAnnotation", "name_iid"): tag(1, VARINT),
     ("DebugAnnotation", "name"): tag(10, LEN),
-    ("DebugAnnotation", "bool_value"): tag(2, VARINT),
-    ("DebugAnnotation", "uint_value"): tag(3, VARINT),
-    ("DebugAnnotation", "int_value"): tag(4, VARINT),
-    ("DebugAnnotation", "double_value"): tag(5, I64),
-    ("DebugAnnotation", "string_value"): tag(6, LEN),
-    ("DebugAnnotation", "legacy_json_value"): tag(9, LEN),
-    ("DebugAnnotation", "dict_entries"): tag(11, LEN),
-    ("DebugAnnotation", "array_values"): tag(12, LEN),
     ("InternedData", "event_categories"): tag(1, LEN),
     ("InternedData", "event_names"): tag(2, LEN),
     ("InternedData", "debug_annotation_names"): tag(3, LEN),
+    ("InternedData", "debug_annotation_string_values"): tag(29, LEN),
     ("EventName", "iid"): tag(1, VARINT),
     ("EventName", "name"): tag(2, LEN),
-}
+})
 _T = TAGS
 P_PACKET = _T["Trace", "packet"]
-P_TS = _T["TracePacket", "timestamp"]
 P_SEQ = _T["TracePacket", "trusted_packet_sequence_id"] + varint(SEQ_ID)
 P_NEEDS = _T["TracePacket", "sequence_flags"] + varint(SEQ_NEEDS)
-P_TE = _T["TracePacket", "track_event"]
 P_INTERNED = _T["TracePacket", "interned_data"]
-E_TYPE = _T["TrackEvent", "type"]
-E_TRACK = _T["TrackEvent", "track_uuid"]
-E_NAME = _T["TrackEvent", "name_iid"]
-E_CAT = _T["TrackEvent", "category_iids"]
 E_ANN = _T["TrackEvent", "debug_annotations"]
-E_DOUBLE = _T["TrackEvent", "double_counter_value"]
-E_FLOW = _T["TrackEvent", "flow_ids"]
-E_TFLOW = _T["TrackEvent", "terminating_flow_ids"]
 A_NAME_IID = _T["DebugAnnotation", "name_iid"]
 A_NAME = _T["DebugAnnotation", "name"]
 A_BOOL = _T["DebugAnnotation", "bool_value"]
@@ -162,15 +126,9 @@ A_STR = _T["DebugAnnotation", "string_value"]
 A_JSON = _T["DebugAnnotation", "legacy_json_value"]
 A_DICT = _T["DebugAnnotation", "dict_entries"]
 A_ARRAY = _T["DebugAnnotation", "array_values"]
-I_CATS = _T["InternedData", "event_categories"]
-I_NAMES = _T["InternedData", "event_names"]
-I_ANN = _T["InternedData", "debug_annotation_names"]
-N_IID = _T["EventName", "iid"]         # EventCategory and DebugAnnotationName have the same layout
-N_NAME = _T["EventName", "name"]
-TYPE = {BEGIN: E_TYPE + varint(pb.TrackEvent.TYPE_SLICE_BEGIN), END: E_TYPE + varint(pb.TrackEvent.TYPE_SLICE_END),
-        INSTANT: E_TYPE + varint(pb.TrackEvent.TYPE_INSTANT), COUNTER: E_TYPE + varint(pb.TrackEvent.TYPE_COUNTER)}
+# tag numbers (not bytes) of the interned-data lists, for the entry kernel
+_I_CATS, _I_NAMES, _I_ANN, _I_STRINGS = 1 << 3 | LEN, 2 << 3 | LEN, 3 << 3 | LEN, 29 << 3 | LEN
 _pack_d = struct.Struct("<d").pack
-_pack_q = struct.Struct("<Q").pack
 
 
 def ld(t: bytes, payload: bytes) -> bytes:
@@ -178,18 +136,15 @@ def ld(t: bytes, payload: bytes) -> bytes:
     return t + varint(len(payload)) + payload
 
 
-def interned_entry(iid: int, name: str) -> bytes:
-    return N_IID + varint(iid) + ld(N_NAME, name.encode("utf-8", "surrogatepass"))
-
-
 def value_fields(v: Any) -> bytes:
-    """The value fields of a DebugAnnotation holding the JSON value ``v``."""
+    """The value fields of a DebugAnnotation holding the JSON value ``v`` (the reference the
+    compiled encoder is tested against, and the encoder of the rows it leaves alone)."""
     if v is True or v is False:
         return A_BOOL + (b"\x01" if v else b"\x00")
     if isinstance(v, int):
         if INT64_MIN <= v <= INT64_MAX:
             return A_INT + varint(v)
-        if v <= UINT64_MAX:
+        if 0 <= v <= UINT64_MAX:
             return A_UINT + varint(v)
         return ld(A_STR, str(v).encode())
     if isinstance(v, float):
@@ -213,52 +168,26 @@ def value_fields(v: Any) -> bytes:
 _split_args = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
-class _Interning:
-    """Interned ids (string id + 1; iid 0 is invalid) and what a packet must define first."""
+def _key(k: str) -> bytes:
+    return k.encode("utf-8", "surrogatepass")
 
-    def __init__(self, trace: Trace) -> None:
-        self.strings = trace.strings
-        self.seen_names = bytearray(len(trace.strings))
-        self.seen_cats = bytearray(len(trace.strings))
-        self.ann_iids: dict[str, int] = {}
-        self.name_field = [b""] * len(trace.strings)   # cached "name_iid: n" bytes
-        self.cat_field = [b""] * len(trace.strings)
-        self.values: dict[tuple[int, bytes], bytes] = {}  # (arg name iid, raw JSON value) -> annotation
-        self.pending: list[bytes] = []
 
-    def name(self, sid: int) -> bytes:
-        f = self.name_field[sid]
-        if not f:
-            f = self.name_field[sid] = E_NAME + varint(sid + 1)
-        if not self.seen_names[sid]:
-            self.seen_names[sid] = 1
-            self.pending.append(ld(I_NAMES, interned_entry(sid + 1, self.strings[sid])))
-        return f
+class PythonArgs:
+    """The Python encoder of a row of args (the rows the kernel leaves alone): its annotations,
+    top-level names as ``name_iid`` when interned (else as ``name``)."""
 
-    def category(self, sid: int) -> bytes:
-        if not sid:
-            return b""
-        f = self.cat_field[sid]
-        if not f:
-            f = self.cat_field[sid] = E_CAT + varint(sid + 1)
-        if not self.seen_cats[sid]:
-            self.seen_cats[sid] = 1
-            self.pending.append(ld(I_CATS, interned_entry(sid + 1, self.strings[sid])))
-        return f
+    def __init__(self, key_iids: dict[bytes, int]) -> None:
+        self.key_iids = key_iids
+        self.values: dict[tuple[bytes, bytes], bytes] = {}  # (arg name, raw JSON value) -> annotation
 
-    def args(self, raw: bytes | None) -> bytes:
-        if raw is None:
-            return b""
+    def __call__(self, raw: bytes) -> bytes:
         out = []
         values = self.values
         for k, rv in _split_args.decode(raw).items():
-            iid = self.ann_iids.get(k)
-            if iid is None:
-                iid = self.ann_iids[k] = len(self.ann_iids) + 1
-                self.pending.append(ld(I_ANN, interned_entry(iid, k)))
+            kb = _key(k)
             b = bytes(rv)
-            key = (iid, b)
-            enc = values.get(key)
+            ck = (kb, b)
+            enc = values.get(ck)
             if enc is None:
                 first = b[:1]
                 if first.isdigit() and b.isdigit() and len(b) < 19:
@@ -267,32 +196,113 @@ class _Interning:
                     val = ld(A_STR, b[1:-1])                              # a string with no escapes
                 else:
                     val = value_fields(orjson.loads(b))
-                enc = ld(E_ANN, A_NAME_IID + varint(iid) + val)
+                iid = self.key_iids.get(kb)
+                enc = ld(E_ANN, (A_NAME_IID + varint(iid) if iid else ld(A_NAME, kb)) + val)
                 if len(values) >= _CACHE:
                     values.clear()
-                values[key] = enc
+                values[ck] = enc
             out.append(enc)
         return b"".join(out)
 
-    def take_pending(self) -> bytes:
-        if not self.pending:
-            return b""
-        data = b"".join(self.pending)
-        self.pending.clear()
-        return ld(P_INTERNED, data)
+
+class ArgsPlan:
+    """Pass 1 over every args row of the trace: the interned annotation names and string values."""
+
+    def __init__(self, trace: Trace, strings: bool = INTERN_STRINGS) -> None:
+        self.strings = strings
+        self.s_data, self.s_off = trace.slices.args.packed()
+        self.i_data, self.i_off = trace.instants.args.packed()
+        table = pbwrite.collect_args(self.s_data, self.s_off, pbwrite.new_table(), strings)
+        table = pbwrite.collect_args(self.i_data, self.i_off, table, strings)
+        self.table = table
+        _, _, tkind, tdata, toff, tcount, tiid, _, _, tstate = table
+        n = int(tstate[0])
+        kind = tkind[:n] & 1
+        # annotation names: the kernel numbered them 1, 2, ...
+        keys = np.flatnonzero(kind == pbwrite.KEY)
+        self.key_iids = {bytes(tdata[toff[j]:toff[j + 1]]): int(tiid[j]) for j in keys.tolist()}
+        self.values = np.flatnonzero(kind == pbwrite.VALUE)
+        if strings and len(self.values):
+            tiid[self.values] = _value_iids(tcount[self.values], toff[self.values + 1] - toff[self.values])
+        self.python = PythonArgs(self.key_iids)
+
+    def annotation_names(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return _packed(list(self.key_iids.values()), list(self.key_iids))
+
+    def string_values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        _, _, _, tdata, toff, _, tiid, _, _, _ = self.table
+        sel = self.values[tiid[self.values] > 0]
+        sel = sel[np.argsort(tiid[sel])]
+        lens = toff[sel + 1] - toff[sel]
+        off = np.zeros(len(sel) + 1, np.int64)
+        np.cumsum(lens, out=off[1:])
+        idx = np.repeat(toff[sel] - off[:-1], lens) + np.arange(int(off[-1]))
+        return tiid[sel], tdata[idx], off
 
 
-def _descriptor_packets(trace: Trace, uuids: list[int]) -> pb.Trace:
+def _value_iids(count: np.ndarray, ln: np.ndarray) -> np.ndarray:
+    """iids for the string values that take fewer bytes interned than inline (0 = inline), the
+    most used first (so that they get the shortest iids)."""
+    n = len(count)
+
+    def vlen(x: np.ndarray) -> np.ndarray:
+        return 1 + (x >= 1 << 7) + (x >= 1 << 14) + (x >= 1 << 21) + (x >= 1 << 28) + (x >= 1 << 35)
+
+    order = np.argsort(-count, kind="stable")
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(1, n + 1)
+    inline = 1 + vlen(ln) + ln                                  # string_value
+    interned = 2 + vlen(rank)                                   # string_value_iid (a 2-byte tag)
+    inner = 1 + vlen(rank) + 1 + vlen(ln) + ln
+    entry = 2 + vlen(inner) + inner                             # InternedData.debug_annotation_string_values
+    chosen = count * (inline - interned) > entry
+    iids = np.zeros(n, np.int64)
+    chosen_order = order[chosen[order]]
+    iids[chosen_order] = np.arange(1, len(chosen_order) + 1)
+    return iids
+
+
+def _packed(iids: list[int], items: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    data = np.frombuffer(bytearray(b"".join(items)), np.uint8)
+    off = np.zeros(len(items) + 1, np.int64)
+    np.cumsum(np.fromiter((len(x) for x in items), np.int64, len(items)), out=off[1:])
+    return np.asarray(iids, np.int64), data, off
+
+
+def _interned_packets(out: BinaryIO, field_tag: int, iids: np.ndarray, data: np.ndarray, off: np.ndarray) -> None:
+    """Interned entries in packets of at most about _INTERNED_MAX bytes each."""
+    if not len(iids):
+        return
+    buf, ends = pbwrite.interned_entries(field_tag, iids, data, off)
+    start, base = 0, 0
+    while start < len(ends):
+        stop = max(int(np.searchsorted(ends, base + _INTERNED_MAX, side="right")), start + 1)
+        body = P_SEQ + P_NEEDS + ld(P_INTERNED, buf[base:ends[stop - 1]].tobytes())
+        out.write(P_PACKET + varint(len(body)) + body)
+        start, base = stop, int(ends[stop - 1])
+
+
+def _header_packets(trace: Trace, uuids: list[int], t0: int) -> pb.Trace:
     out = pb.Trace()
+    # the sequence's clock: timestamps are deltas on clock 64, which reads t0 when BOOTTIME (the
+    # default trace clock) reads t0
+    p = out.packet.add()
+    p.trusted_packet_sequence_id = SEQ_ID
+    p.first_packet_on_sequence = True
+    p.sequence_flags = SEQ_CLEARED
+    p.trace_packet_defaults.timestamp_clock_id = SEQ_CLOCK
+    boot = p.clock_snapshot.clocks.add()
+    boot.clock_id = pb.BuiltinClock.BUILTIN_CLOCK_BOOTTIME
+    boot.timestamp = t0
+    seq = p.clock_snapshot.clocks.add()
+    seq.clock_id = SEQ_CLOCK
+    seq.timestamp = t0
+    seq.is_incremental = True
+
     proc_uuid = {t.process: uuids[t.id] for t in trace.tracks if t.kind is TrackKind.PROCESS}
-    first = True
     for t in trace.tracks:
         p = out.packet.add()
         p.trusted_packet_sequence_id = SEQ_ID
-        if first:
-            p.first_packet_on_sequence = True
-            p.sequence_flags = SEQ_CLEARED | SEQ_NEEDS
-            first = False
         d = p.track_descriptor
         d.uuid = uuids[t.id]
         if t.kind is TrackKind.PROCESS:
@@ -328,9 +338,6 @@ def _descriptor_packets(trace: Trace, uuids: list[int]) -> pb.Trace:
                 d.counter.SetInParent()
     p = out.packet.add()
     p.trusted_packet_sequence_id = SEQ_ID
-    if first:
-        p.first_packet_on_sequence = True
-        p.sequence_flags = SEQ_CLEARED | SEQ_NEEDS
     meta = {"traceconv": {"version": __version__, **trace.meta.as_dict()}, **trace.meta.extra}
     for k, v in meta.items():
         m = p.chrome_events.metadata.add()
@@ -342,56 +349,57 @@ def _descriptor_packets(trace: Trace, uuids: list[int]) -> pb.Trace:
     return out
 
 
+def _col(a: Any, dtype: Any) -> np.ndarray:
+    return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
+
+
+def _flow_lists(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per slice, the ids (index + 1) of the flows with that end, in flow order: (start, ids)."""
+    order = np.argsort(ends, kind="stable")
+    start = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(ends, minlength=n), out=start[1:])
+    return start, (order + 1).astype(np.uint64)
+
+
 def write(trace: Trace, out: BinaryIO) -> None:
-    uuids = [t.id + 1 for t in trace.tracks]
-    out.write(_descriptor_packets(trace, uuids).SerializeToString())
-
-    intern = _Interning(trace)
-    track_field = [E_TRACK + varint(u) for u in uuids]
-    end_body = [TYPE[END] + f for f in track_field]
-    s, ins, cnt, flows = trace.slices, trace.instants, trace.counters, trace.flows
-    s_track, s_name, s_cat, s_args = s.track, s.name, s.cat, s.args
-    flow_out: dict[int, list[int]] = {}
-    flow_in: dict[int, list[int]] = {}
-    for i in range(len(flows)):
-        flow_out.setdefault(flows.src[i], []).append(i + 1)
-        flow_in.setdefault(flows.dst[i], []).append(i + 1)
-    t_begin, t_instant, t_counter = TYPE[BEGIN], TYPE[INSTANT], TYPE[COUNTER]
-
     time, kind, index = event_stream(trace)
     total = len(time)
-    if total and int(time.min()) < 0:
+    if total and int(time[0]) < 0:
         raise ValueError("negative timestamps cannot be written to a Perfetto trace")
-    buf: list[bytes] = []
-    size = 0
-    # walk the stream in steps, so that its Python lists and varints exist for one step at a time
+    t0 = int(time[0]) if total else 0
+    uuids = [t.id + 1 for t in trace.tracks]
+    out.write(_header_packets(trace, uuids, t0).SerializeToString())
+
+    report("writing Perfetto protobuf", 0, total)
+    s, ins, cnt, flows = trace.slices, trace.instants, trace.counters, trace.flows
+    plan = ArgsPlan(trace)
+    s_name, i_name = _col(s.name, np.int32), _col(ins.name, np.int32)
+    s_cat, i_cat = _col(s.cat, np.int32), _col(ins.cat, np.int32)
+    strings = trace.strings
+    for field_tag, sids in ((_I_NAMES, np.unique(np.concatenate([s_name, i_name]))),
+                            (_I_CATS, np.unique(np.concatenate([s_cat, i_cat])))):
+        sids = sids[sids != 0] if field_tag == _I_CATS else sids
+        _interned_packets(out, field_tag, *_packed((sids + 1).tolist(), [_key(strings[i]) for i in sids.tolist()]))
+    _interned_packets(out, _I_ANN, *plan.annotation_names())
+    _interned_packets(out, _I_STRINGS, *plan.string_values())
+
+    n = len(s)
+    columns = (s.args, ins.args)
+
+    def fallback(which: int, rows: np.ndarray) -> list[bytes]:
+        col = columns[which]
+        return [plan.python(col[r]) for r in rows.tolist()]
+
+    enc = pbwrite.EventEncoder(
+        time=time, kind=kind, index=index, codes=(BEGIN, END, INSTANT, COUNTER), seq_id=SEQ_ID, flags=SEQ_NEEDS,
+        uuids=np.asarray(uuids, np.int64),
+        slices=(_col(s.track, np.int32), s_name, s_cat, plan.s_data, plan.s_off),
+        instants=(_col(ins.track, np.int32), i_name, i_cat, plan.i_data, plan.i_off),
+        counters=(_col(cnt.track, np.int32), _col(cnt.value, np.float64).view(np.uint64)),
+        flows_out=_flow_lists(_col(flows.src, np.int64), n), flows_in=_flow_lists(_col(flows.dst, np.int64), n),
+        table=plan.table, strings=plan.strings, chunk=_CHUNK, last=t0, fallback=fallback)
+    # the stream in steps: the annotations of a step's rows exist for that step only
     for lo in range(0, total, _STEP):
-        hi = min(lo + _STEP, total)
         report("writing Perfetto protobuf", lo, total)
-        ts_blob, ts_off = varints(time[lo:hi])
-        for n, (k, i) in enumerate(zip(kind[lo:hi].tolist(), index[lo:hi].tolist())):
-            ts = P_TS + ts_blob[ts_off[n]:ts_off[n + 1]]
-            if k == END:
-                body = ts + P_SEQ + ld(P_TE, end_body[s_track[i]])
-            else:
-                if k == BEGIN:
-                    te = t_begin + track_field[s_track[i]] + intern.name(s_name[i]) + intern.category(s_cat[i]) \
-                        + intern.args(s_args[i])
-                    if i in flow_out:
-                        te += b"".join(E_FLOW + _pack_q(f) for f in flow_out[i])
-                    if i in flow_in:
-                        te += b"".join(E_TFLOW + _pack_q(f) for f in flow_in[i])
-                elif k == INSTANT:
-                    te = t_instant + track_field[ins.track[i]] + intern.name(ins.name[i]) \
-                        + intern.category(ins.cat[i]) + intern.args(ins.args[i])
-                else:
-                    te = t_counter + track_field[cnt.track[i]] + E_DOUBLE + _pack_d(cnt.value[i])
-                body = ts + P_SEQ + P_NEEDS + intern.take_pending() + ld(P_TE, te)
-            packet = P_PACKET + varint(len(body)) + body
-            buf.append(packet)
-            size += len(packet)
-            if size >= _CHUNK:
-                out.write(b"".join(buf))
-                buf.clear()
-                size = 0
-    out.write(b"".join(buf))
+        for chunk in enc.run(lo, min(lo + _STEP, total)):
+            out.write(chunk)
