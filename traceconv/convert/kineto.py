@@ -161,32 +161,55 @@ class KinetoReader(ChromeReader):
         c_track: list[int] = []
         c_ts: list[int] = []
         c_val: list[float] = []
+        places: dict[tuple[Any, Any, Any], tuple[Any, str]] = {}   # (type, id, pid) -> (owner, device)
+        tracks: dict[tuple[Any, str, str], int] = {}
+        numbers = (int, float)
+
+        def track(owner: Any, dev: str, what: str) -> int:
+            t = tracks.get((owner, dev, what))
+            if t is None:
+                t = tracks[(owner, dev, what)] = self.counter_track(owner, f"{dev} memory {what}", unit="bytes")
+            return t
+
         for (ts, pid, _raw), a in zip(self._memory, decoded):
-            if not isinstance(a, dict):
+            if type(a) is not dict:
                 continue
             dtype = a.get("Device Type")
             did = a.get("Device Id")
-            if dtype == 0 or did == -1 or did is None:
-                owner, dev = pid, "CPU"
-            else:
-                kind = _DEVICE_TYPES.get(dtype, f"device type {dtype}")
-                dev = f"{kind} {did}"
-                owner = did if kind == "GPU" and isinstance(did, int) else pid
-                if owner == did and not any(p.raw_pid == did for p in trace.processes):
-                    trace.process(did, dev)
-            for key, what in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")):
-                v = a.get(key)
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    c_track.append(self.counter_track(owner, f"{dev} memory {what}", unit="bytes"))
-                    c_ts.append(ts)
-                    c_val.append(float(v))
+            key: tuple[Any, Any, Any] | None = (dtype, did, pid)
+            try:
+                place = places.get(key)         # type: ignore[arg-type]
+            except TypeError:                   # a list or an object where a number belongs
+                key, place = None, None
+            if place is None:
+                if dtype == 0 or did == -1 or did is None:
+                    owner, dev = pid, "CPU"
+                else:
+                    kind = _DEVICE_TYPES.get(dtype, f"device type {dtype}") if key else f"device type {dtype}"
+                    dev = f"{kind} {did}"
+                    owner = did if kind == "GPU" and isinstance(did, int) else pid
+                    if owner == did and not any(p.raw_pid == did for p in trace.processes):
+                        trace.process(did, dev)
+                place = (owner, dev)
+                if key is not None:
+                    places[key] = place
+            owner, dev = place
+            v = a.get("Total Allocated")
+            if isinstance(v, numbers) and v is not True and v is not False:
+                c_track.append(track(owner, dev, "allocated"))
+                c_ts.append(ts)
+                c_val.append(float(v))
+            v = a.get("Total Reserved")
+            if isinstance(v, numbers) and v is not True and v is not False:
+                c_track.append(track(owner, dev, "reserved"))
+                c_ts.append(ts)
+                c_val.append(float(v))
             b = a.get("Bytes")
-            if "Total Allocated" not in a and isinstance(b, (int, float)) and not isinstance(b, bool):
+            if "Total Allocated" not in a and isinstance(b, numbers) and b is not True and b is not False:
                 # older PyTorch: only the change; the running sum counts from the trace's start
                 key2 = (owner, dev)
                 running[key2] = running.get(key2, 0.0) + b
-                c_track.append(self.counter_track(owner, f"{dev} memory allocated since trace start",
-                                                  unit="bytes"))
+                c_track.append(track(owner, dev, "allocated since trace start"))
                 c_ts.append(ts)
                 c_val.append(running[key2])
         c = trace.counters
