@@ -53,7 +53,9 @@ import gc
 import itertools
 import json
 import math
+import queue
 import re
+import threading
 import zlib
 from array import array
 from collections import Counter, defaultdict
@@ -136,7 +138,7 @@ def _header_value(raw: Raw) -> Any:
             return None
 
 
-CHUNK_BYTES = 16 << 20      # the event array's text is scanned this much at a time
+CHUNK_BYTES = 4 << 20       # the event array's text is read and scanned this much at a time
 SCAN_ROWS = 1 << 16         # events scanned into columns at a time
 FAST = True                 # False: read every file with the whole-document decoder (the reference)
 _NEXT_EVENT_B = re.compile(rb"\}\s*,\s*\{")
@@ -977,33 +979,85 @@ class ChromeReader:
             if status != jsonscan.BAD else []
         self._begin(header, is_array, self._first)
         del sample
-        seq = 0
-        carry = b""
-        ended = False
         stream = itertools.chain([head], blocks)
         del head
-        for block in stream:
-            buf = np.frombuffer(carry + bytes(block), np.uint8) if carry else np.frombuffer(block, np.uint8)
-            pos = 0
+        # A thread scans (and reads, and gunzips) the next blocks while this one converts the rows
+        # already scanned: the scanner and file reading release the GIL, so the two overlap on two
+        # cores.  Rows come through the queue in file order.
+        batches: queue.Queue = queue.Queue(maxsize=1)
+        free: queue.Queue = queue.Queue()
+        for _ in range(3):
+            free.put(jsonscan.Columns(SCAN_ROWS, 0))
+        stop = threading.Event()
+
+        def put(item: tuple) -> bool:
+            while not stop.is_set():
+                try:
+                    batches.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
+        def produce() -> None:
+            try:
+                carry = b""
+                for block in stream:
+                    buf = np.frombuffer(carry + bytes(block), np.uint8) if carry else np.frombuffer(block, np.uint8)
+                    pos = 0
+                    while True:
+                        while True:
+                            if stop.is_set():
+                                return
+                            try:
+                                cols = free.get(timeout=0.05)
+                                break
+                            except queue.Empty:
+                                pass
+                        n, pos, status = jsonscan.scan(buf, pos, cols, strings)
+                        if status == jsonscan.BAD:
+                            put(("bad",))
+                            return
+                        if n:
+                            if not put(("rows", buf, cols, n)):
+                                return
+                        else:
+                            free.put(cols)
+                        if status == jsonscan.GROW:
+                            strings.grow()
+                        elif status != jsonscan.FULL:
+                            break
+                    if status == jsonscan.END:
+                        put(("end", bytes(buf[pos:])))       # the rest of the document after the array
+                        return
+                    carry = bytes(buf[pos:])
+                put(("truncated",))
+            except BaseException as e:                       # handed to the converting thread
+                put(("error", e))
+
+        worker = threading.Thread(target=produce, name="traceconv-scan", daemon=True)
+        worker.start()
+        seq = 0
+        try:
             while True:
-                n, pos, status = jsonscan.scan(buf, pos, cols, strings)
-                if status == jsonscan.BAD:
-                    raise _ChunkFailure
-                if n:
+                item = batches.get()
+                if item[0] == "rows":
+                    _, buf, cols, n = item
                     self._take_rows(buf, cols, strings, n, seq)
                     seq += n
                     self.n_events += n
-                if status == jsonscan.GROW:
-                    strings.grow()
-                elif status != jsonscan.FULL:
+                    del buf, item
+                    free.put(cols)
+                elif item[0] == "end":
+                    self._tail = item[1]
                     break
-            if status == jsonscan.END:
-                ended = True
-                self._tail = bytes(buf[pos:])     # the rest of the document after the array
-                break
-            carry = bytes(buf[pos:])
-        if not ended:
-            raise _ChunkFailure                  # truncated: the repairing path reads it
+                elif item[0] == "error":
+                    raise item[1]
+                else:
+                    raise _ChunkFailure           # not JSON, or truncated: the repairing path reads it
+        finally:
+            stop.set()
+            worker.join()
 
     def _decode_rows(self, buf: np.ndarray, cols: "jsonscan.Columns", rows: np.ndarray) -> list[Event]:
         """The events of the given rows, decoded from their own text by msgspec."""
