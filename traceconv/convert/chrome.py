@@ -68,7 +68,7 @@ import orjson
 from msgspec import Raw
 
 from ..errors import TraceconvError, WarningCode
-from ..fast import flows, jsonscan
+from ..fast import flows, jsonscan, memory
 from ..io import Source
 from ..model import Clock, Thread, Trace, TrackKind
 
@@ -877,6 +877,7 @@ class ChromeReader:
         the guess, the time base is judged again and every time moved by the difference."""
         src = self.source
         assert src is not None
+        memory.give_back_freed_memory()
         try:
             f = src.open()
         except OSError:
