@@ -137,18 +137,26 @@ class Loaded:
 
 def _collectives(trace: Trace) -> dict[str, list[tuple[int, int]]]:
     """NCCL kernels if the trace has any, else ``c10d::`` CPU ops: name -> [(start, end)]."""
-    st = trace.strings
+    strs = trace.strings.strings
     s = trace.slices
-    gpu: dict[str, list[tuple[int, int]]] = {}
-    cpu: dict[str, list[tuple[int, int]]] = {}
-    for i in range(len(s)):
-        name = st[s.name[i]]
-        if name.startswith("nccl") and st[s.cat[i]] in ("kernel", ""):
-            gpu.setdefault(name, []).append((s.ts[i], s.ts[i] + s.dur[i]))
-        elif name.startswith("c10d::"):
-            cpu.setdefault(name, []).append((s.ts[i], s.ts[i] + s.dur[i]))
-    chosen = gpu or cpu
-    return {k: sorted(v) for k, v in chosen.items()}
+    if not len(s):
+        return {}
+    name = np.frombuffer(s.name, np.int32)
+    cat = np.frombuffer(s.cat, np.int32)
+    ts = np.frombuffer(s.ts, np.int64)
+    end = ts + np.frombuffer(s.dur, np.int64)
+    # decide per string, then pick rows with numpy: the table has thousands of strings, the trace millions of slices
+    is_nccl = np.array([x.startswith("nccl") for x in strs], bool)
+    is_c10d = np.array([x.startswith("c10d::") for x in strs], bool)
+    kernel_cat = np.array([x in ("kernel", "") for x in strs], bool)
+    gpu_rows = np.flatnonzero(is_nccl[name] & kernel_cat[cat])
+    rows = gpu_rows if len(gpu_rows) else np.flatnonzero(is_c10d[name] & ~(is_nccl[name] & kernel_cat[cat]))
+    out: dict[str, list[tuple[int, int]]] = {}
+    if len(rows):
+        order = rows[np.lexsort((end[rows], ts[rows], name[rows]))]
+        for nid, t0, t1 in zip(name[order].tolist(), ts[order].tolist(), end[order].tolist()):
+            out.setdefault(strs[nid], []).append((t0, t1))
+    return out
 
 
 def _load_one(path: Path, fmt: str | None, drop_cats: frozenset[str], min_dur: int) -> Loaded:
