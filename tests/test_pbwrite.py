@@ -523,3 +523,22 @@ def test_absolute_times_come_back_exactly(tmp_path_factory, events):
     assert Counter(s.ts for s in got.slices) == Counter(ts for ts, _, k in events if k == "s")
     assert Counter(i[3] for i in got.instants) == Counter(ts for ts, _, k in events if k == "i")
     assert Counter(x[2] for x in got.counters) == Counter(ts for ts, _, k in events if k == "c")
+
+
+def test_two_threads_write_the_same_bytes_as_one(tmp_path, monkeypatch):
+    """Pass 2 splits a step's rows between two threads (each with its own predictions): the output
+    is the same, byte for byte."""
+    t = Trace("test")
+    th = t.thread(t.process(1, "p"), 1, "t")
+    for i in range(3000):
+        t.add_slice(th.track, i * 10, 5, f"s{i % 7}", "c", {"i": i, "s": ["float", "", "x" * (i % 200)],
+                                                               "f": i / 4, "n": {"k": i % 3}} if i % 5 else None)
+        t.add_instant(th.track, i * 10 + 1, "m", None, {"Bytes": i} if i % 2 else {"Bytes": 0.1 * i})
+    monkeypatch.setattr(pbwrite, "PARALLEL_ROWS", 16)
+    monkeypatch.setattr(pw, "_STEP", 1000)
+    monkeypatch.setattr(pw.os, "cpu_count", lambda: 2)
+    traceconv.save(t, tmp_path / "two.pftrace")
+    monkeypatch.setattr(pw.os, "cpu_count", lambda: 1)
+    traceconv.save(t, tmp_path / "one.pftrace")
+    assert (tmp_path / "two.pftrace").read_bytes() == (tmp_path / "one.pftrace").read_bytes()
+    assert_outputs_agree(t, tmp_path)

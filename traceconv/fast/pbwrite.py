@@ -119,6 +119,7 @@ MAX_DEPTH = 60            # deeper rows go to the Python path
 _MAX_KEYS = 1024          # keys per object checked for repeats; larger objects go to the Python path
 _DUPS = 16 * _MAX_KEYS
 _OBJ, _ARR = 0, 1
+PARALLEL_ROWS = 8192      # pass 2 runs on two threads from this many rows in a step
 _S_KEY, _S_COLON, _S_VALUE, _S_AFTER = 0, 1, 2, 3
 _U64_MAX = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 _I64_MAX = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
@@ -1086,11 +1087,12 @@ class EventEncoder:
     are written as ``id + 1`` (a category id of 0 means none); ``uuids[track]`` is a track's uuid;
     ``slices``/``instants`` are (track, name, category, args data, args offsets).  The rows whose
     args the kernel leaves alone are handed to ``fallback(0 for slices or 1 for instants, rows)``,
-    which returns their encoded annotations.
+    which returns their encoded annotations.  With ``pool`` (a ThreadPoolExecutor), pass 2 runs on
+    two threads.
     """
 
     def __init__(self, *, time, kind, index, codes, seq_id, flags, uuids, slices, instants, counters,
-                 flows_out, flows_in, table, strings, chunk, last, fallback):
+                 flows_out, flows_in, table, strings, chunk, last, fallback, pool=None):
         self.stream = (time, kind, index)
         self.codes = np.asarray(codes, dtype=np.int64)
         self.seq_id, self.flags, self.uuids = seq_id, flags, uuids
@@ -1100,11 +1102,33 @@ class EventEncoder:
         self.s_fb = np.full(len(slices[0]), -1, np.int64)
         self.i_fb = np.full(len(instants[0]), -1, np.int64)
         self.out = np.zeros(max(chunk, 64), np.uint8)
-        self.s_buf = np.zeros(1 << 16, np.uint8)
-        self.i_buf = np.zeros(1 << 12, np.uint8)
-        self.s_tmp = np.zeros(_longest(slices[4]) + 16, np.uint8)
-        self.i_tmp = np.zeros(_longest(instants[4]) + 16, np.uint8)
+        # pass 2 on two threads when given a pool (of one thread): each half of a step's rows with its
+        # own buffers and its own copy of the table's predictions (the only part of it pass 2 writes)
+        self.pool = pool
+        self.tables = (table, (*table[:7], table[7].copy(), table[8].copy(), table[9]))
+        self.bufs = [[np.zeros(1 << 16, np.uint8), np.zeros(1 << 16, np.uint8), np.zeros(1 << 16, np.uint8)]
+                     for _ in range(2)]
+        self.tmps = [[np.zeros(_longest(cols[4]) + 16, np.uint8) for _ in range(2)] for cols in (slices, instants)]
         self.last = last
+
+    def _annotations(self, which: int, data: np.ndarray, off: np.ndarray, rows: np.ndarray):
+        """encode_args of ``rows``, in two halves at once when there are enough of them."""
+        bufs, tmps = self.bufs[which], self.tmps[which]
+        if self.pool is None or len(rows) < PARALLEL_ROWS:
+            bufs[0], ann_off, left = encode_args(data, off, rows, self.tables[0], self.strings, bufs[0], tmps[0])
+            return bufs[0], ann_off, left
+        h = len(rows) // 2
+        other = self.pool.submit(encode_args, data, off, rows[h:], self.tables[1], self.strings, bufs[1], tmps[1])
+        try:
+            bufs[0], off_a, left_a = encode_args(data, off, rows[:h], self.tables[0], self.strings, bufs[0], tmps[0])
+        finally:
+            bufs[1], off_b, left_b = other.result()
+        na, nb = int(off_a[-1]), int(off_b[-1])
+        if len(bufs[2]) < na + nb:
+            bufs[2] = np.zeros(2 * (na + nb), np.uint8)
+        bufs[2][:na] = bufs[0][:na]
+        bufs[2][na:na + nb] = bufs[1][:nb]
+        return bufs[2], np.concatenate([off_a, off_b[1:] + na]), np.concatenate([left_a, left_b])
 
     def run(self, lo: int, hi: int):
         """Yield buffers (memoryviews, valid until the next one) of the packets of events [lo, hi)."""
@@ -1113,10 +1137,8 @@ class EventEncoder:
         s_track, s_name, s_cat, s_data, s_off = self.slices
         i_track, i_name, i_cat, i_data, i_off = self.instants
         rows_s, rows_i = ix[k == self.codes[0]], ix[k == self.codes[2]]
-        self.s_buf, s_ann_off, s_left = encode_args(s_data, s_off, rows_s, self.table, self.strings,
-                                                    self.s_buf, self.s_tmp)
-        self.i_buf, i_ann_off, i_left = encode_args(i_data, i_off, rows_i, self.table, self.strings,
-                                                    self.i_buf, self.i_tmp)
+        s_ann, s_ann_off, s_left = self._annotations(0, s_data, s_off, rows_s)
+        i_ann, i_ann_off, i_left = self._annotations(1, i_data, i_off, rows_i)
         left_s, left_i = rows_s[s_left != 0], rows_i[i_left != 0]
         parts = (self.fallback(0, left_s) if len(left_s) else []) + (self.fallback(1, left_i) if len(left_i) else [])
         self.s_fb[left_s] = np.arange(len(left_s))
@@ -1129,7 +1151,7 @@ class EventEncoder:
             lo, n, self.last, js, ji, status = _encode(
                 time, kind, index, lo, hi, self.last, js, ji, self.codes, self.seq_id, self.flags, self.uuids,
                 s_track, s_name, s_cat, self.s_fb, i_track, i_name, i_cat, self.i_fb, *self.counters,
-                *self.flows, self.s_buf, s_ann_off, self.i_buf, i_ann_off, fb_data, fb_off, self.out)
+                *self.flows, s_ann, s_ann_off, i_ann, i_ann_off, fb_data, fb_off, self.out)
             if n:
                 yield memoryview(self.out)[:n]
             if status < 0:                      # one packet larger than the buffer
