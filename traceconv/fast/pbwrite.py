@@ -886,6 +886,9 @@ def encode_args(data: np.ndarray, off: np.ndarray, rows: np.ndarray, table: tupl
         return out, out_off, flags
     if tmp is None:
         tmp = np.zeros(_longest(off) + 16, np.uint8)
+    need = int((off[rows + 1] - off[rows]).sum()) + (1 << 16)    # annotations take about their JSON's size
+    if len(out) < need:
+        out = np.empty(need + need // 2, np.uint8)
     j = 0
     while True:
         j, status = _rows(strings, data, off, rows, j, table, out, out_off, flags, tmp)
@@ -1125,7 +1128,7 @@ class EventEncoder:
             bufs[1], off_b, left_b = other.result()
         na, nb = int(off_a[-1]), int(off_b[-1])
         if len(bufs[2]) < na + nb:
-            bufs[2] = np.zeros(2 * (na + nb), np.uint8)
+            bufs[2] = np.empty(na + nb + (na + nb) // 2, np.uint8)
         bufs[2][:na] = bufs[0][:na]
         bufs[2][na:na + nb] = bufs[1][:nb]
         return bufs[2], np.concatenate([off_a, off_b[1:] + na]), np.concatenate([left_a, left_b])
