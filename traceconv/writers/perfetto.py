@@ -19,9 +19,9 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
 * slices as ``SLICE_BEGIN``/``SLICE_END`` pairs on strictly nested tracks
   (overlaps were moved to lanes by :func:`traceconv.layout.nest`), in the
   order :func:`traceconv.layout.event_stream` gives;
-* every event name, category, debug-annotation name and repeated string value
-  that the events use interned up front, in packets after the descriptors and
-  before the first event;
+* every event name, category and debug-annotation name, and every repeated
+  string value that takes fewer bytes as an iid, interned up front: in packets
+  after the descriptors and before the first event;
 * args as debug annotations (nested dicts and lists kept as such, their keys
   as interned names too);
 * flows as ``flow_ids`` on the source's begin and ``terminating_flow_ids`` on
@@ -30,17 +30,19 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
 How it is written: the few header packets (clock, descriptors, metadata) are
 built with ``perfetto_trace_pb2``.  The event packets -- millions of them --
 are encoded in protobuf's wire format by compiled kernels
-(:mod:`traceconv.fast.pbwrite`): a first pass over all args rows interns their
-keys and counts their string values, a second pass transcodes each row's JSON
-text straight into ``DebugAnnotation`` bytes while it assembles the packets of
+(:mod:`traceconv.fast.pbwrite`): a first pass over all args rows collects
+their keys and counts their string values, a second pass transcodes each row's
+JSON text straight into ``DebugAnnotation`` bytes and assembles the packets of
 a step of the event stream into a 1 MB buffer, which is written out as it
 fills.  The rare rows the kernel leaves alone (floats beyond the exact fast
 path, integers beyond 64 bits, ...) are encoded by the Python reference here
 (:func:`value_fields`).  With a second core, pass 1 runs beside the sort of
 the event stream and each step's rows are split between two threads (the
-kernels release the GIL); the output is the same byte for byte.  ``tests/test_writers.py`` checks every hand-written
-tag against the pb2 descriptors, the kernel's annotations against the Python
-reference (hypothesis), and decodes whole outputs with ``perfetto_trace_pb2``.
+kernels release the GIL); the output is the same byte for byte.
+``tests/test_writers.py`` and ``tests/test_pbwrite.py`` check every
+hand-written tag against the pb2 descriptors, the kernel's annotations against
+the Python reference (hypothesis), and decode whole outputs with
+``perfetto_trace_pb2``.
 """
 
 from __future__ import annotations
