@@ -266,7 +266,7 @@ def kernel_and_reference(texts: list[bytes], intern_all: bool):
     return result, names, strings
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(rows, styles()), min_size=1, max_size=6), st.booleans())
 def test_kernel_annotations_decode_to_the_python_reference(batch, intern_all):
     objs, texts = [], []
