@@ -138,17 +138,43 @@ def durations_lost(src: Path, out: Path) -> tuple[int, int]:
     names: dict[int, str] = {}
     stacks: dict[int, list] = {}
     got: Counter = Counter()
+    events = []
+    # absolute times: a naive writer's are on the trace clock; traceconv's on an incremental clock of
+    # its sequence (TracePacketDefaults.timestamp_clock_id; deltas from the ClockSnapshot's value,
+    # which maps to the trace clock), resolved the way trace_processor does
+    default_clock: dict[int, int] = {}
+    clocks: dict[tuple[int, int], list[int]] = {}     # (sequence, clock) -> [last value, unit, offset to trace clock]
     for p in tr.packet:
+        seq = p.trusted_packet_sequence_id
         for n in p.interned_data.event_names:
             names[n.iid] = n.name
+        if p.HasField("trace_packet_defaults"):
+            default_clock[seq] = p.trace_packet_defaults.timestamp_clock_id
+        if p.HasField("clock_snapshot"):
+            snap = {c.clock_id: c for c in p.clock_snapshot.clocks}
+            boot = snap[6].timestamp                    # BOOTTIME, the trace clock
+            for cid, c in snap.items():
+                if cid >= 64:
+                    unit = c.unit_multiplier_ns or 1
+                    clocks[(seq, cid)] = [c.timestamp * unit, unit, boot - c.timestamp * unit, c.is_incremental]
+        if p.HasField("track_event") and p.HasField("timestamp"):
+            cid = p.timestamp_clock_id or default_clock.get(seq, 0)
+            t = p.timestamp
+            if cid >= 64:
+                c = clocks[(seq, cid)]
+                t = (c[0] + t * c[1]) if c[3] else t * c[1]
+                if c[3]:
+                    c[0] = t
+                t += c[2]
+            events.append((t, p.track_event))
     # trace_processor sorts packets by timestamp (stably) before it pairs begins and ends
-    for p in sorted((p for p in tr.packet if p.HasField("track_event")), key=lambda p: p.timestamp):
-        te = p.track_event
+    events.sort(key=lambda e: e[0])
+    for t, te in events:
         if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
-            stacks.setdefault(te.track_uuid, []).append((names.get(te.name_iid, te.name), p.timestamp))
+            stacks.setdefault(te.track_uuid, []).append((names.get(te.name_iid, te.name), t))
         elif te.type == pb.TrackEvent.TYPE_SLICE_END:
             name, t0 = stacks[te.track_uuid].pop()
-            got[(name, p.timestamp - t0)] += 1
+            got[(name, t - t0)] += 1
     return sum((want - got).values()), sum(want.values())
 
 
