@@ -16,3 +16,6 @@ import numba
 
 # nogil: a kernel may run beside other threads; cache: compiled once per machine, not per process
 jit = numba.njit(cache=True, nogil=True, boundscheck=False)
+# small helpers of the kernels' innermost loops, inlined into their callers: a call that passes an
+# array costs two atomic reference-count operations, which in a per-byte loop cost more than the work
+inline = numba.njit(cache=True, nogil=True, boundscheck=False, inline="always")

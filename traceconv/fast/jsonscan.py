@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import jit
+from . import inline, jit
 
 # status returned by scan()
 MORE = 0       # the text ended (possibly inside an event): call again from `pos` with more text
@@ -110,7 +110,7 @@ def _rehash(table, hashes, n):
         table[j] = i
 
 
-@jit
+@inline
 def _intern(b, lo, hi, table, hashes, off, store, count):
     """Id of b[lo:hi] in the table, adding it if new; -1 if the table is full."""
     h = np.uint64(14695981039346656037)
@@ -146,14 +146,14 @@ def _intern(b, lo, hi, table, hashes, off, store, count):
     return n
 
 
-@jit
+@inline
 def _ws(b, i, n):
     while i < n and (b[i] == 32 or b[i] == 10 or b[i] == 13 or b[i] == 9):
         i += 1
     return i
 
 
-@jit
+@inline
 def _string_end(b, i, n):
     """b[i] is '"': (index after the closing quote, flags) -- flags 1: has escapes, 2: has a \\u
     escape, 4: has a raw control character (not JSON); index -1 if the text ends first."""
@@ -175,7 +175,7 @@ def _string_end(b, i, n):
     return -1, fl
 
 
-@jit
+@inline
 def _number_end(b, i, n):
     """A JSON number at b[i]: (index after it, flags) -- 1: has a fraction, 2: has an exponent;
     index -1 if the text ends first, -2 if it is not a number."""
@@ -343,7 +343,7 @@ def _walk(b, i, n, out, o, copy):
         want = 4
 
 
-@jit
+@inline
 def _us_to_ns(b, i, j):
     """A JSON number b[i:j] of µs → (ok, ns): exact for integers and up to 3 decimals, within
     ±MAX_US; anything else is not ok (the general decoder handles it)."""
@@ -379,7 +379,7 @@ def _us_to_ns(b, i, j):
     return True, (-ns if neg else ns)
 
 
-@jit
+@inline
 def _int(b, i, j):
     """A JSON integer b[i:j] of at most 18 digits → (ok, value)."""
     k = i
@@ -399,40 +399,14 @@ def _int(b, i, j):
     return True, (-v if neg else v)
 
 
-@jit
-def _key_is(b, lo, hi, word):
-    if hi - lo != len(word):
-        return False
-    for k in range(hi - lo):
-        if b[lo + k] != word[k]:
-            return False
-    return True
-
-
-_K_PH = np.frombuffer(b"ph", np.uint8)
-_K_NAME = np.frombuffer(b"name", np.uint8)
-_K_CAT = np.frombuffer(b"cat", np.uint8)
-_K_TS = np.frombuffer(b"ts", np.uint8)
-_K_DUR = np.frombuffer(b"dur", np.uint8)
-_K_PID = np.frombuffer(b"pid", np.uint8)
-_K_TID = np.frombuffer(b"tid", np.uint8)
-_K_ID = np.frombuffer(b"id", np.uint8)
-_K_ARGS = np.frombuffer(b"args", np.uint8)
-_K_S = np.frombuffer(b"s", np.uint8)
-_K_BP = np.frombuffer(b"bp", np.uint8)
-_K_ID2 = np.frombuffer(b"id2", np.uint8)
-_K_BIND = np.frombuffer(b"bind_id", np.uint8)
-_K_FIN = np.frombuffer(b"flow_in", np.uint8)
-_K_FOUT = np.frombuffer(b"flow_out", np.uint8)
+# keys the scanner knows
+K_OTHER, K_PH, K_NAME, K_CAT, K_TS, K_DUR, K_PID, K_TID, K_ID, K_ARGS, K_S, K_BP, K_RARE = range(13)
 
 
 @jit
 def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, sc, bp, alen, abuf, aused,
           table, hashes, off, store, count, cap):
     """See :func:`scan`.  Returns (events written, pos, status)."""
-    k_ph, k_name, k_cat, k_ts, k_dur = _K_PH, _K_NAME, _K_CAT, _K_TS, _K_DUR
-    k_pid, k_tid, k_id, k_args, k_s, k_bp = _K_PID, _K_TID, _K_ID, _K_ARGS, _K_S, _K_BP
-    k_id2, k_bind, k_fin, k_fout = _K_ID2, _K_BIND, _K_FIN, _K_FOUT
     e = 0
     ao = aused
     while True:
@@ -498,8 +472,56 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
                 break
             c = b[i]
             v0 = i
+            # which key (compared byte by byte here: a helper taking the array would cost two
+            # atomic reference-count operations per call)
+            kl = k1 - k0
+            key = K_OTHER
+            if sf == 0 and kl > 0 and kl <= 8:
+                c0 = b[k0]
+                c1 = b[k0 + 1] if kl > 1 else 0
+                c2 = b[k0 + 2] if kl > 2 else 0
+                c3 = b[k0 + 3] if kl > 3 else 0
+                if kl == 1:
+                    if c0 == 115:
+                        key = K_S
+                elif kl == 2:
+                    if c0 == 112 and c1 == 104:
+                        key = K_PH
+                    elif c0 == 116 and c1 == 115:
+                        key = K_TS
+                    elif c0 == 105 and c1 == 100:
+                        key = K_ID
+                    elif c0 == 98 and c1 == 112:
+                        key = K_BP
+                elif kl == 3:
+                    if c0 == 99 and c1 == 97 and c2 == 116:
+                        key = K_CAT
+                    elif c0 == 100 and c1 == 117 and c2 == 114:
+                        key = K_DUR
+                    elif c0 == 112 and c1 == 105 and c2 == 100:
+                        key = K_PID
+                    elif c0 == 116 and c1 == 105 and c2 == 100:
+                        key = K_TID
+                    elif c0 == 105 and c1 == 100 and c2 == 50:
+                        key = K_RARE                                      # id2
+                elif kl == 4:
+                    if c0 == 110 and c1 == 97 and c2 == 109 and c3 == 101:
+                        key = K_NAME
+                    elif c0 == 97 and c1 == 114 and c2 == 103 and c3 == 115:
+                        key = K_ARGS
+                elif kl == 7:
+                    if (c0 == 98 and c1 == 105 and c2 == 110 and c3 == 100 and b[k0 + 4] == 95
+                            and b[k0 + 5] == 105 and b[k0 + 6] == 100):
+                        key = K_RARE                                      # bind_id
+                    elif (c0 == 102 and c1 == 108 and c2 == 111 and c3 == 119 and b[k0 + 4] == 95
+                          and b[k0 + 5] == 105 and b[k0 + 6] == 110):
+                        key = K_RARE                                      # flow_in
+                elif kl == 8:
+                    if (c0 == 102 and c1 == 108 and c2 == 111 and c3 == 119 and b[k0 + 4] == 95
+                            and b[k0 + 5] == 111 and b[k0 + 6] == 117 and b[k0 + 7] == 116):
+                        key = K_RARE                                      # flow_out
             # the value: handled by key; anything unexpected makes the event SLOW
-            if _key_is(b, k0, k1, k_args):
+            if key == K_ARGS:
                 if fl & F_ARGS:
                     fl |= SLOW
                 fl |= F_ARGS
@@ -517,9 +539,7 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
                     i = j
                     continue
                 fl |= SLOW
-            elif c == 34 and (_key_is(b, k0, k1, k_name) or _key_is(b, k0, k1, k_cat)
-                              or _key_is(b, k0, k1, k_ph) or _key_is(b, k0, k1, k_s)
-                              or _key_is(b, k0, k1, k_bp)):
+            elif c == 34 and (key == K_NAME or key == K_CAT or key == K_PH or key == K_S or key == K_BP):
                 j, sf = _string_end(b, i, n)
                 if j < 0:
                     ok_event = False
@@ -530,13 +550,13 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
                     continue
                 lo = i + 1
                 hi = j - 1
-                if _key_is(b, k0, k1, k_name) or _key_is(b, k0, k1, k_cat):
+                if key == K_NAME or key == K_CAT:
                     sid = _intern(b, lo, hi, table, hashes, off, store, count)
                     if sid < 0:
                         ok_event = False
                         status = GROW
                         break
-                    if b[k0] == 110:     # name
+                    if key == K_NAME:
                         if fl & F_NAME:
                             fl |= SLOW
                         fl |= F_NAME
@@ -547,7 +567,7 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
                         fl |= F_CAT
                         ct = sid
                 else:
-                    f = F_PH if b[k0] == 112 else (F_S if b[k0] == 115 else F_BP)
+                    f = F_PH if key == K_PH else (F_S if key == K_S else F_BP)
                     if fl & f or hi - lo != 1:
                         fl |= SLOW
                     fl |= f
@@ -560,30 +580,29 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
                         bp[e] = ch
                 i = j
                 continue
-            elif (c == 45 or 48 <= c <= 57) and (_key_is(b, k0, k1, k_ts) or _key_is(b, k0, k1, k_dur)
-                                                 or _key_is(b, k0, k1, k_pid) or _key_is(b, k0, k1, k_tid)
-                                                 or _key_is(b, k0, k1, k_id)):
+            elif (c == 45 or 48 <= c <= 57) and (key == K_TS or key == K_DUR or key == K_PID or key == K_TID
+                                                 or key == K_ID):
                 j, nf = _number_end(b, i, n)
                 if j < 0:
                     ok_event = False
                     status = MORE if j == -1 else BAD
                     break
-                if b[k0] == 116 and k1 - k0 == 2 and b[k0 + 1] == 115:      # ts
+                if key == K_TS or key == K_DUR:
                     good, v = _us_to_ns(b, i, j)
-                    f = F_TS
-                    if good:
-                        ts[e] = v
-                elif b[k0] == 100:                                          # dur
-                    good, v = _us_to_ns(b, i, j)
-                    f = F_DUR
-                    if good:
-                        dur[e] = v
+                    if key == K_TS:
+                        f = F_TS
+                        if good:
+                            ts[e] = v
+                    else:
+                        f = F_DUR
+                        if good:
+                            dur[e] = v
                 else:
                     good, v = _int(b, i, j)
-                    if b[k0] == 112:
+                    if key == K_PID:
                         f = F_PID
                         pid[e] = v
-                    elif b[k0] == 116:
+                    elif key == K_TID:
                         f = F_TID
                         tid[e] = v
                     else:
@@ -594,11 +613,7 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
                 fl |= f
                 i = j
                 continue
-            elif (_key_is(b, k0, k1, k_id2) or _key_is(b, k0, k1, k_bind) or _key_is(b, k0, k1, k_fin)
-                  or _key_is(b, k0, k1, k_fout) or _key_is(b, k0, k1, k_name) or _key_is(b, k0, k1, k_cat)
-                  or _key_is(b, k0, k1, k_ph) or _key_is(b, k0, k1, k_s) or _key_is(b, k0, k1, k_bp)
-                  or _key_is(b, k0, k1, k_ts) or _key_is(b, k0, k1, k_dur) or _key_is(b, k0, k1, k_pid)
-                  or _key_is(b, k0, k1, k_tid) or _key_is(b, k0, k1, k_id)):
+            elif key != K_OTHER:
                 fl |= SLOW                # a known key with a value of another type, or a rare one
             # skip the value
             j, _o, vf = _walk(b, v0, n, abuf, ao, False)
