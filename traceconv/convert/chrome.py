@@ -1720,18 +1720,27 @@ class ChromeReader:
             group = np.empty(len(o), np.int64)
             group[o] = np.cumsum(new) - 1
             u = o[new]
-            keys = [(strs[c], strs[nm], i) for c, nm, i in zip(cat[u].tolist(), name[u].tolist(), fid[u].tolist())]
         else:
             group = np.zeros(0, np.int64)
-            keys = []
-        gid = {k: g for g, k in enumerate(keys)}
+            u = np.zeros(0, np.int64)
+        # each flow's name: its category, else its name (string ids); flows only the general decoder
+        # saw are matched to the scanner's by their key (category, name, id) as text
+        g_name = np.where(cat[u] != 0, cat[u], name[u]).astype(np.int32)
         extra: list[tuple[int, int, int, str, int, bool]] = []
-        for key, items in self._v1.items():
-            g = gid.setdefault(key, len(gid))
-            if g == len(keys):
-                keys.append(key)
-            for t, q, p, tr, e in items:
-                extra.append((g, t, q, p, tr, e))
+        if self._v1:
+            keys = [(strs[c], strs[nm], i) for c, nm, i in zip(cat[u].tolist(), name[u].tolist(), fid[u].tolist())]
+            gid = {k: g for g, k in enumerate(keys)}
+            intern = self.trace.strings.intern
+            more: list[int] = []
+            for key, items in self._v1.items():
+                g = gid.setdefault(key, len(gid))
+                if g == len(keys):
+                    keys.append(key)
+                    more.append(intern(key[0] or key[1] or None))
+                for t, q, p, tr, e in items:
+                    extra.append((g, t, q, p, tr, e))
+            g_name = np.concatenate([g_name, np.array(more, np.int32)])
+        n_groups = len(g_name)
         if extra:
             g2, t2, q2, p2, tr2, e2 = zip(*extra)
             group = np.concatenate([group, np.array(g2, np.int64)])
@@ -1741,16 +1750,21 @@ class ChromeReader:
             track = np.concatenate([track, np.array(tr2, np.int32)])
             bp_e = np.concatenate([bp_e, np.array(e2, np.bool_)])
         # flows in the order they first appear in the file; each flow's points by time, then file order
-        first = np.full(len(keys), np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(first, group, seq)
-        rank = np.empty(len(keys), np.int64)
-        rank[np.argsort(first, kind="stable")] = np.arange(len(keys))
+        # the first point of each flow in the file: sort by (group, seq), take each group's first
+        by = np.lexsort((seq, group))
+        head = np.ones(len(by), np.bool_)
+        head[1:] = group[by][1:] != group[by][:-1]
+        first = np.empty(n_groups, np.int64)
+        first[group[by][head]] = seq[by][head]
+        ranked = np.argsort(first, kind="stable")
+        rank = np.empty(n_groups, np.int64)
+        rank[ranked] = np.arange(n_groups)
         order = np.lexsort((seq, ts, rank[group]))
         group, ts, seq, ph, track, bp_e = (a[order] for a in (rank[group], ts, seq, ph, track, bp_e))
-        keys = [keys[g] for g in np.argsort(first, kind="stable").tolist()]
+        g_name = g_name[ranked]
         # one start and one end, the end earlier: host and device clocks disagree (MegEngine's
         # interpolated device times, Kineto before its fix); keep the link
-        sizes = np.bincount(group, minlength=len(keys))
+        sizes = np.bincount(group, minlength=n_groups)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         two = np.flatnonzero(sizes == 2)
         a0 = starts[two]
@@ -1766,12 +1780,10 @@ class ChromeReader:
                       "disagree) were kept as drawn by the producer", skewed)
         src, dst, grp, unresolved, dropped_events, used = flows.link(group, ph, bound)
         if len(src):
-            intern = self.trace.strings.intern
-            gname = np.array([intern(k[0] or k[1] or None) for k in keys], np.int32)
             f = self.trace.flows
             f.src.frombytes(src.astype(np.int64).tobytes())
             f.dst.frombytes(dst.astype(np.int64).tobytes())
-            f.name.frombytes(gname[grp].tobytes())
+            f.name.frombytes(g_name[grp].astype(np.int32).tobytes())
         self.used["flow event"] += used
         if unresolved:
             self.warn(WarningCode.UNRESOLVED_FLOW, "flow events (s/t/f) that bind to no slice or have no other "
