@@ -196,6 +196,54 @@ def _read_blocks(f: Any, size: int) -> Iterator[bytes]:
         yield b
 
 
+class _Prefetch:
+    """Iterate ``it`` in a thread of its own, a few items ahead: the file's reads and gunzip (which
+    release the GIL) run beside the scanner and the conversion."""
+
+    def __init__(self, it: Iterator[bytes], depth: int = 2) -> None:
+        self._q: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._done = False
+        self._t = threading.Thread(target=self._run, args=(it,), name="traceconv-read", daemon=True)
+        self._t.start()
+
+    def _put(self, item: tuple) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def _run(self, it: Iterator[bytes]) -> None:
+        try:
+            for x in it:
+                if not self._put(("item", x)):
+                    return
+            self._put(("end", None))
+        except BaseException as e:        # raised again in the reading thread
+            self._put(("error", e))
+
+    def __iter__(self) -> "_Prefetch":
+        return self
+
+    def __next__(self) -> bytes:
+        if self._done:
+            raise StopIteration
+        kind, x = self._q.get()
+        if kind == "item":
+            return x
+        self._done = True
+        if kind == "error":
+            raise x
+        raise StopIteration
+
+    def close(self) -> None:
+        self._stop.set()
+        self._t.join()
+
+
 _KEY_EVENTS = b'"traceEvents"'
 
 
@@ -884,43 +932,46 @@ class ChromeReader:
             raise _ChunkFailure from None
         try:
             with f:
-                blocks = _read_blocks(f, CHUNK_BYTES)
-                head = b""
-                for block in blocks:
-                    head += block
-                    found = _find_events(head)
-                    if found is not None:
-                        break
-                else:
-                    raise _ChunkFailure
-                header, is_array, pos = found
-                guess = {} if is_array or src.gzipped else _tail_guess(src.path)
-                self._tail: bytes | None = None
-                self._first: list[Event] = []
-                was_enabled = gc.isenabled()
-                gc.disable()
+                blocks = _Prefetch(_read_blocks(f, CHUNK_BYTES))
                 try:
-                    stream = itertools.chain([head[pos:]], blocks)
-                    del head                           # only the stream holds text now, a block at a time
-                    self._scan_blocks({**header, **guess}, is_array, stream)
-                    tail = self._tail if self._tail is not None else b""
-                    for block in blocks:           # what follows the array
-                        tail += block
-                    full = {**header, **_parse_tail(tail, is_array)}
-                    delta = 0
-                    if full != {**header, **guess}:
-                        if is_own_output(full) != self._own:
-                            raise _ChunkFailure
-                        before = self.base_ns
-                        self._begin(full, is_array, self._first)
-                        delta = self.base_ns - before
-                    self._first = []
-                    self._finish_events()
-                    if delta:
-                        self._shift(delta)
+                    head = b""
+                    for block in blocks:
+                        head += block
+                        found = _find_events(head)
+                        if found is not None:
+                            break
+                    else:
+                        raise _ChunkFailure
+                    header, is_array, pos = found
+                    guess = {} if is_array or src.gzipped else _tail_guess(src.path)
+                    self._tail: bytes | None = None
+                    self._first: list[Event] = []
+                    was_enabled = gc.isenabled()
+                    gc.disable()
+                    try:
+                        stream = itertools.chain([head[pos:]], blocks)
+                        del head                           # only the stream holds text now, a block at a time
+                        self._scan_blocks({**header, **guess}, is_array, stream)
+                        tail = self._tail if self._tail is not None else b""
+                        for block in blocks:           # what follows the array
+                            tail += block
+                        full = {**header, **_parse_tail(tail, is_array)}
+                        delta = 0
+                        if full != {**header, **guess}:
+                            if is_own_output(full) != self._own:
+                                raise _ChunkFailure
+                            before = self.base_ns
+                            self._begin(full, is_array, self._first)
+                            delta = self.base_ns - before
+                        self._first = []
+                        self._finish_events()
+                        if delta:
+                            self._shift(delta)
+                    finally:
+                        if was_enabled:
+                            gc.enable()
                 finally:
-                    if was_enabled:
-                        gc.enable()
+                    blocks.close()               # before the file closes under the reading thread
         except (OSError, EOFError, zlib.error):
             raise _ChunkFailure from None
         return self.trace

@@ -280,14 +280,40 @@ def _walk(b, i, n, out, o, copy):
             continue
         # a value (or a key, which is a string)
         if c == 34:
-            j, f = _string_end(b, i, n)
-            if j < 0:
-                return -1, o, fl
-            fl |= (f & 3) | (32 if f & 4 else 0)
             if copy:
-                for k in range(i, j):
-                    out[o] = b[k]
-                    o += 1
+                # find the end and copy in one pass
+                j = -1
+                f = 0
+                k = i + 1
+                out[o] = 34
+                o2 = o + 1
+                while k < n:
+                    ch = b[k]
+                    out[o2] = ch
+                    o2 += 1
+                    k += 1
+                    if ch == 34:
+                        j = k
+                        break
+                    if ch == 92:
+                        f |= 1
+                        if k < n:
+                            nx = b[k]
+                            if nx == 117:
+                                f |= 2
+                            out[o2] = nx
+                            o2 += 1
+                            k += 1
+                    elif ch < 32:
+                        f |= 4
+                if j < 0:
+                    return -1, o, fl
+                o = o2
+            else:
+                j, f = _string_end(b, i, n)
+                if j < 0:
+                    return -1, o, fl
+            fl |= (f & 3) | (32 if f & 4 else 0)
             i = j
             if want == 1 or want == 2:
                 want = 3
