@@ -997,14 +997,14 @@ class ChromeReader:
 
     def _scan_blocks(self, header: dict[str, Any], is_array: bool, blocks: Iterator[Any]) -> None:
         """Scan the events of the array's text, given as consecutive blocks after its ``[``."""
-        cols = jsonscan.Columns(SCAN_ROWS, 0)
+        cols = jsonscan.Columns(SCAN_ROWS)
         strings = jsonscan.Strings()
         self._smap = np.zeros(0, np.int32)
         blocks = iter(blocks)
         # the time base is judged from the first 2000 events (as on the whole-document path):
         # read blocks until they hold that many, or the array ends
         head = b""
-        sample = jsonscan.Columns(2000, 0)
+        sample = jsonscan.Columns(2000)
         status = jsonscan.MORE
         n = 0
         scanned = 0
@@ -1039,7 +1039,7 @@ class ChromeReader:
         batches: queue.Queue = queue.Queue(maxsize=1)
         free: queue.Queue = queue.Queue()
         for _ in range(3):
-            free.put(jsonscan.Columns(SCAN_ROWS, 0))
+            free.put(jsonscan.Columns(SCAN_ROWS))
         stop = threading.Event()
 
         def put(item: tuple) -> bool:
@@ -1138,8 +1138,8 @@ class ChromeReader:
             smap = self._smap = np.concatenate([smap, new])
         return smap
 
-    def _take_instants(self, cols: "jsonscan.Columns", rows: np.ndarray, n: int, seq0: int, flags: np.ndarray,
-                       name_id: np.ndarray, cat_id: np.ndarray) -> None:
+    def _take_instants(self, buf: np.ndarray, cols: "jsonscan.Columns", rows: np.ndarray, n: int, seq0: int,
+                       flags: np.ndarray, name_id: np.ndarray, cat_id: np.ndarray) -> None:
         """Instant rows of the scanner's output: on the thread, the process (``s: "p"``) or the
         global track (``s: "g"``), as :meth:`_instant` puts them."""
         ts = cols.ts[rows] + self.base_ns
@@ -1156,7 +1156,7 @@ class ChromeReader:
         t.track.frombytes(tracks.astype(np.int32).tobytes())
         t.name.frombytes(name_id[rows].astype(np.int32).tobytes())
         t.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
-        data, lens = jsonscan.gather(cols.args, cols.alen[:n], rows, n)
+        data, lens = jsonscan.compact(buf, cols, rows)
         t.args.extend_packed(data, lens)
         self.used["instant"] += len(rows)
         self.on_instants(name_id[rows], ts, pid, data, lens)
@@ -1198,8 +1198,6 @@ class ChromeReader:
         if not self._plain_times:
             fast[:] = False
         rows = np.flatnonzero(fast)
-        # the compacted args of the rows that are not SLOW lie back to back, in row order
-        alen = cols.alen[:n]
         if len(rows):
             ts = cols.ts[rows] + self.base_ns
             dur = cols.dur[rows]
@@ -1214,7 +1212,7 @@ class ChromeReader:
             s.track.frombytes(tracks.tobytes())
             s.name.frombytes(name_id[rows].astype(np.int32).tobytes())
             s.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
-            data, lens = jsonscan.gather(cols.args, alen, rows, n)
+            data, lens = jsonscan.compact(buf, cols, rows)
             s.args.extend_packed(data, lens)
             self._bseq.frombytes((rows + seq0).astype(np.int64).tobytes())
             self._eseq.frombytes(np.full(len(rows), -1, np.int64).tobytes())
@@ -1252,7 +1250,7 @@ class ChromeReader:
             inst[:] = False
         irows = np.flatnonzero(inst)
         if len(irows):
-            self._take_instants(cols, irows, n, seq0, flags, name_id, cat_id)
+            self._take_instants(buf, cols, irows, n, seq0, flags, name_id, cat_id)
             fast |= inst
         rest = np.flatnonzero(~fast)
         if len(rest):

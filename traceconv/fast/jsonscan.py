@@ -2,8 +2,8 @@
 
 :func:`scan` reads the text of a ``traceEvents`` array one event object at a time and writes, per
 event, the fields the readers need -- phase, name, category, ``ts``/``dur`` as exact integer ns,
-``pid``/``tid``/``id`` as integers, the ``s`` and ``bp`` letters, and the args object copied out
-with the whitespace between its tokens removed -- into preallocated columns.  Names and
+``pid``/``tid``/``id`` as integers, the ``s`` and ``bp`` letters, and where the args object's
+text is -- into preallocated columns.  Names and
 categories are interned into a :class:`Strings` table that lives as long as the file's reading.
 
 It handles the common, plain shape of an event.  An event with anything else -- a field of
@@ -12,6 +12,10 @@ more than three decimals, an args value that is not an object or holds ``\\u`` e
 exponents, a repeated or unusual key (``id2``, ``bind_id``, ``flow_in``, ``flow_out``) -- is
 marked ``SLOW``: the reader decodes that event's text (``start``/``end``) with the general
 decoder instead.  Nothing is dropped here, and nothing is guessed.
+
+The args objects are only checked here (as JSON, and for what makes an event SLOW); :func:`compact`
+copies out the ones the reader keeps, without the whitespace between their tokens, on the reader's
+own thread -- so the two threads share the work.
 
 The text may end in the middle of an event: the scan stops before it and says where, so that the
 caller can read on and start again there.  Text that is not JSON stops the scan with ``BAD``.
@@ -44,7 +48,7 @@ _MAX_US = 4_000_000_000_000_000     # as traceconv.convert.chrome.MAX_US
 class Columns:
     """Preallocated per-event outputs of :func:`scan`; ``cap`` events at a time."""
 
-    def __init__(self, cap: int, text_cap: int) -> None:
+    def __init__(self, cap: int) -> None:
         self.cap = cap
         self.start = np.zeros(cap, np.int64)    # the event's '{' in the text
         self.end = np.zeros(cap, np.int64)      # just after its '}'
@@ -59,13 +63,8 @@ class Columns:
         self.id = np.zeros(cap, np.int64)
         self.s = np.zeros(cap, np.uint8)
         self.bp = np.zeros(cap, np.uint8)
-        self.alen = np.zeros(cap, np.int64)     # length of the event's compacted args (0: none)
-        self.args = np.zeros(max(text_cap, 16), np.uint8)
-
-    def ensure_text(self, n: int) -> None:
-        """Room for ``n`` bytes of compacted args (never more than the text scanned)."""
-        if len(self.args) < n:
-            self.args = np.zeros(n, np.uint8)
+        self.a0 = np.zeros(cap, np.int64)       # the args object's text: text[a0:a1] (a0 == a1: none)
+        self.a1 = np.zeros(cap, np.int64)
 
 
 class Strings:
@@ -430,11 +429,10 @@ K_OTHER, K_PH, K_NAME, K_CAT, K_TS, K_DUR, K_PID, K_TID, K_ID, K_ARGS, K_S, K_BP
 
 
 @jit
-def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, sc, bp, alen, abuf, aused,
+def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, sc, bp, a0, a1, nowhere,
           table, hashes, off, store, count, cap):
     """See :func:`scan`.  Returns (events written, pos, status)."""
     e = 0
-    ao = aused
     while True:
         # between events: whitespace, a comma, or the array's end
         i = _ws(b, pos, n)
@@ -454,7 +452,8 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
             return e, i, FULL
         ev_start = i
         fl = 0
-        ev_ao = ao
+        ar0 = 0
+        ar1 = 0
         nm = -1
         ct = -1
         i += 1
@@ -552,16 +551,16 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
                     fl |= SLOW
                 fl |= F_ARGS
                 if c == 123:
-                    j, ao2, vf = _walk(b, i, n, abuf, ao, True)
+                    # checked here, copied out (without whitespace) by compact() for the rows kept
+                    j, _o, vf = _walk(b, i, n, nowhere, 0, False)
                     if j < 0:
                         ok_event = False
                         status = MORE if j == -1 else BAD
                         break
                     if vf & (2 | 8 | 16 | 32):
                         fl |= SLOW
-                    if ao2 - ao == 2:        # {}
-                        ao2 = ao
-                    ao = ao2
+                    ar0 = i
+                    ar1 = j
                     i = j
                     continue
                 fl |= SLOW
@@ -642,7 +641,7 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
             elif key != K_OTHER:
                 fl |= SLOW                # a known key with a value of another type, or a rare one
             # skip the value
-            j, _o, vf = _walk(b, v0, n, abuf, ao, False)
+            j, _o, vf = _walk(b, v0, n, nowhere, 0, False)
             if j < 0:
                 ok_event = False
                 status = MORE if j == -1 else BAD
@@ -657,9 +656,8 @@ def _scan(b, pos, n, start, end, flags, ph, name, cat, ts, dur, pid, tid, eid, s
         flags[e] = fl
         name[e] = nm
         cat[e] = ct
-        if fl & SLOW:
-            ao = ev_ao               # a SLOW event's text is decoded again whole: drop its args here
-        alen[e] = ao - ev_ao
+        a0[e] = ar0
+        a1[e] = ar1
         if not (fl & F_PH):
             ph[e] = 0
         e += 1
@@ -670,42 +668,57 @@ def scan(text: np.ndarray, pos: int, cols: Columns, strings: Strings) -> tuple[i
     """Scan events from ``text[pos:]`` into ``cols`` (from row 0) and ``strings``.
 
     Returns ``(events, pos, status)``: the rows written, where to go on, and why it stopped
-    (:data:`MORE`, :data:`END`, :data:`FULL`, :data:`GROW`, :data:`BAD`).  Row ``r``'s compacted
-    args are ``cols.args[o:o + cols.alen[r]]`` with ``o`` the sum of the lengths before it; a SLOW
-    row has none (its text is re-read whole).
+    (:data:`MORE`, :data:`END`, :data:`FULL`, :data:`GROW`, :data:`BAD`).  Row ``r``'s args object
+    is ``text[cols.a0[r]:cols.a1[r]]``, checked as JSON; :func:`compact` copies out the rows kept.
     """
-    cols.ensure_text(len(text) - pos)
     return _scan(text, pos, len(text), cols.start, cols.end, cols.flags, cols.ph, cols.name, cols.cat,
-                 cols.ts, cols.dur, cols.pid, cols.tid, cols.id, cols.s, cols.bp, cols.alen, cols.args, 0,
+                 cols.ts, cols.dur, cols.pid, cols.tid, cols.id, cols.s, cols.bp, cols.a0, cols.a1, _NOWHERE,
                  strings.table, strings.hash, strings.off, strings.store, strings.count, cols.cap)
 
 
 @jit
-def _gather(args, alen, rows, n, out, lens):
-    starts = np.empty(n, np.int64)
+def _compact(b, a0, a1, rows, out, lens):
     o = 0
-    for r in range(n):
-        starts[r] = o
-        o += alen[r]
-    w = 0
     for k in range(len(rows)):
         r = rows[k]
-        a = starts[r]
-        ln = alen[r]
-        for q in range(ln):
-            out[w + q] = args[a + q]
-        w += ln
-        lens[k] = ln
-    return w
+        i = a0[r]
+        j = a1[r]
+        s = o
+        instr = False
+        while i < j:
+            c = b[i]
+            if instr:
+                out[o] = c
+                o += 1
+                if c == 92:
+                    out[o] = b[i + 1]
+                    o += 1
+                    i += 2
+                    continue
+                if c == 34:
+                    instr = False
+                i += 1
+                continue
+            i += 1
+            if c == 32 or c == 10 or c == 13 or c == 9:
+                continue
+            out[o] = c
+            o += 1
+            if c == 34:
+                instr = True
+        if o - s == 2:          # {}: no args
+            o = s
+        lens[k] = o - s
+    return o
 
 
-def gather(args: np.ndarray, alen: np.ndarray, rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The compacted args of ``rows`` (of the first ``n`` rows of a scan) back to back, and each
-    one's length."""
+def compact(text: np.ndarray, cols: Columns, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The args objects of ``rows`` (already checked by :func:`scan`) without the whitespace between
+    their tokens, back to back, and each one's length (0: none, or ``{}``)."""
     lens = np.zeros(len(rows), np.int64)
-    out = np.empty(int(alen[rows].sum()), np.uint8)
-    _gather(args, alen, rows, n, out, lens)
-    return out, lens
+    out = np.empty(int((cols.a1[rows] - cols.a0[rows]).sum()), np.uint8)
+    used = _compact(text, cols.a0, cols.a1, rows.astype(np.int64), out, lens)
+    return out[:used], lens
 
 
 @jit
