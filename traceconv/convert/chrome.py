@@ -53,6 +53,7 @@ import gc
 import itertools
 import json
 import math
+import os
 import queue
 import re
 import threading
@@ -71,6 +72,7 @@ from ..errors import TraceconvError, WarningCode
 from ..fast import flows, jsonscan, memory
 from ..io import Source
 from ..model import Clock, Thread, Trace, TrackKind
+from ..progress import report
 
 WHAT = "Chrome Trace Event JSON file"
 
@@ -187,12 +189,16 @@ def _event_chunks(text: memoryview, size: int) -> Iterator[list[Event]]:
         pos = m.end() - 1                                  # the next event's '{'
 
 
-def _read_blocks(f: Any, size: int) -> Iterator[bytes]:
+def _read_blocks(f: Any, size: int, raw: Any = None, where: list[int] | None = None) -> Iterator[bytes]:
+    """``f``'s content ``size`` bytes at a time; ``where[0]`` follows the position in ``raw`` (the
+    file under a gzip stream), for progress reports."""
     size = min(size, 1 << 30)
     while True:
         b = f.read(size)
         if not b:
             return
+        if where is not None:
+            where[0] = raw.tell()
         yield b
 
 
@@ -758,6 +764,7 @@ class ChromeReader:
         self._global_track: int | None = None
         self.warn = self.trace.diagnostics.warn
         self._own = False
+        self._progress: tuple[list[int], int, str] | None = None   # (bytes read, of how many, stage)
         self._bseq = array("q")        # per slice: the input position of the event that began it
         self._eseq = array("q")        # ... and of the one that ended it (-1: an X, closed lazily)
 
@@ -932,7 +939,9 @@ class ChromeReader:
             raise _ChunkFailure from None
         try:
             with f:
-                blocks = _Prefetch(_read_blocks(f, CHUNK_BYTES))
+                raw = getattr(f, "fileobj", None) or f
+                self._progress = ([0], os.path.getsize(src.path), f"reading {src.path.name} (MB)")
+                blocks = _Prefetch(_read_blocks(f, CHUNK_BYTES, raw, self._progress[0]))
                 try:
                     head = b""
                     for block in blocks:
@@ -1098,6 +1107,9 @@ class ChromeReader:
                     self._take_rows(buf, cols, strings, n, seq)
                     seq += n
                     self.n_events += n
+                    if self._progress is not None:
+                        where, total, stage = self._progress
+                        report(stage, where[0] >> 20, total >> 20)
                     del buf, item
                     free.put(cols)
                 elif item[0] == "end":
