@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import jit
+from . import inline, jit
 
 VARINT, I64, LEN = 0, 1, 2
 # (message, field) -> (field number, wire type) of every field these kernels write
@@ -137,6 +137,18 @@ _B7F, _B80, _S7 = np.uint64(0x7F), np.uint64(0x80), np.uint64(7)
 # is written inline in two kernels that never reassign an array: the helpers they call take only
 # scalars, and when a buffer is too small a kernel returns to its caller, which grows it and calls
 # again from where it stopped.
+
+
+@inline
+def _put_varint(out, p, x):
+    """Write the varint of ``x`` (uint64) at ``out[p]``; the index after it.  Inlined into the
+    kernels (a call passing ``out`` would cost two atomic reference-count operations)."""
+    while x >= _B80:
+        out[p] = np.uint8((x & _B7F) | _B80)
+        x >>= _S7
+        p += 1
+    out[p] = np.uint8(x)
+    return p + 1
 
 
 @jit
@@ -974,55 +986,19 @@ def _encode(time, kind, index, lo, hi, last, js, ji, codes, seq_id, flags_value,
         p = pos
         out[p] = T_PACKET
         p += 1
-        x = np.uint64(body)
-        while x >= _B80:
-            out[p] = np.uint8((x & _B7F) | _B80)
-            x >>= _S7
-            p += 1
-        out[p] = np.uint8(x)
-        out[p + 1] = P_TS
-        p += 2
-        x = delta
-        while x >= _B80:
-            out[p] = np.uint8((x & _B7F) | _B80)
-            x >>= _S7
-            p += 1
-        out[p] = np.uint8(x)
-        out[p + 1] = P_SEQ
-        p += 2
-        x = seq
-        while x >= _B80:
-            out[p] = np.uint8((x & _B7F) | _B80)
-            x >>= _S7
-            p += 1
-        out[p] = np.uint8(x)
-        out[p + 1] = P_FLAGS
-        p += 2
-        x = flags_u
-        while x >= _B80:
-            out[p] = np.uint8((x & _B7F) | _B80)
-            x >>= _S7
-            p += 1
-        out[p] = np.uint8(x)
-        out[p + 1] = P_TE
-        p += 2
-        x = np.uint64(te_len)
-        while x >= _B80:
-            out[p] = np.uint8((x & _B7F) | _B80)
-            x >>= _S7
-            p += 1
-        out[p] = np.uint8(x)
-        out[p + 1] = E_TYPE
-        out[p + 2] = etype
-        out[p + 3] = E_TRACK
-        p += 4
-        x = uuid
-        while x >= _B80:
-            out[p] = np.uint8((x & _B7F) | _B80)
-            x >>= _S7
-            p += 1
-        out[p] = np.uint8(x)
-        p += 1
+        p = _put_varint(out, p, np.uint64(body))
+        out[p] = P_TS
+        p = _put_varint(out, p + 1, delta)
+        out[p] = P_SEQ
+        p = _put_varint(out, p + 1, seq)
+        out[p] = P_FLAGS
+        p = _put_varint(out, p + 1, flags_u)
+        out[p] = P_TE
+        p = _put_varint(out, p + 1, np.uint64(te_len))
+        out[p] = E_TYPE
+        out[p + 1] = etype
+        out[p + 2] = E_TRACK
+        p = _put_varint(out, p + 3, uuid)
         if etype == TYPE_COUNTER:
             out[p] = E_DOUBLE0
             out[p + 1] = E_DOUBLE1
@@ -1032,24 +1008,10 @@ def _encode(time, kind, index, lo, hi, last, js, ji, codes, seq_id, flags_value,
             p += 10
         elif etype != TYPE_SLICE_END:
             out[p] = E_NAME
-            p += 1
-            x = np.uint64(name + 1)
-            while x >= _B80:
-                out[p] = np.uint8((x & _B7F) | _B80)
-                x >>= _S7
-                p += 1
-            out[p] = np.uint8(x)
-            p += 1
+            p = _put_varint(out, p + 1, np.uint64(name + 1))
             if cat != 0:
                 out[p] = E_CAT
-                p += 1
-                x = np.uint64(cat + 1)
-                while x >= _B80:
-                    out[p] = np.uint8((x & _B7F) | _B80)
-                    x >>= _S7
-                    p += 1
-                out[p] = np.uint8(x)
-                p += 1
+                p = _put_varint(out, p + 1, np.uint64(cat + 1))
             if asrc == 1:
                 for q in range(alen):
                     out[p + q] = s_ann[a0 + q]
