@@ -254,20 +254,7 @@ def _walk(b, i, n, out, o, copy):
             if depth == 0 and want == 4:
                 return i, o, fl
             continue
-        if want == 1 or want == 2:
-            if c == 125 and want == 1:
-                depth -= 1
-                if copy:
-                    out[o] = c
-                    o += 1
-                i += 1
-                want = 4
-                if depth == 0:
-                    return i, o, fl
-                continue
-            if c != 34:
-                return -2, o, fl
-        if want == 5 and c == 93:
+        if (want == 1 and c == 125) or (want == 5 and c == 93):     # {} or []
             depth -= 1
             if copy:
                 out[o] = c
@@ -277,6 +264,8 @@ def _walk(b, i, n, out, o, copy):
             if depth == 0:
                 return i, o, fl
             continue
+        if (want == 1 or want == 2) and c != 34:
+            return -2, o, fl
         # a value (or a key, which is a string)
         if c == 34:
             if copy:
