@@ -1154,11 +1154,8 @@ class ChromeReader:
                        flags: np.ndarray, name_id: np.ndarray, cat_id: np.ndarray) -> None:
         """Instant rows of the scanner's output: on the thread, the process (``s: "p"``) or the
         global track (``s: "g"``), as :meth:`_instant` puts them."""
-        ts = cols.ts[rows] + self.base_ns
-        pid = np.where(flags[rows] & jsonscan.F_PID, cols.pid[rows], 0)
-        tid = np.where(flags[rows] & jsonscan.F_TID, cols.tid[rows], 0 if self.missing_tid == "zero" else pid)
+        ts, pid, tracks = self._placed(cols, flags, rows)
         scope = np.where(flags[rows] & jsonscan.F_S, cols.s[rows], ord("t"))
-        tracks = self._tracks_of(pid, tid)
         for k in np.flatnonzero(scope == ord("g")).tolist():
             tracks[k] = self.global_track()
         for k in np.flatnonzero(scope == ord("p")).tolist():
@@ -1180,6 +1177,15 @@ class ChromeReader:
                     lens: np.ndarray) -> None:
         """Like :meth:`on_instant`, for a batch of instants read by the scanner (string ids of their
         names, ns, pids, their args texts back to back and each one's length)."""
+
+    def _placed(self, cols: "jsonscan.Columns", flags: np.ndarray, rows: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ts in ns on the trace's clock, pid, thread track) of scanner rows; a missing pid is 0,
+        a missing tid the pid (or 0, as the dialect says)."""
+        ts = cols.ts[rows] + self.base_ns
+        pid = np.where(flags[rows] & jsonscan.F_PID, cols.pid[rows], 0)
+        tid = np.where(flags[rows] & jsonscan.F_TID, cols.tid[rows], 0 if self.missing_tid == "zero" else pid)
+        return ts, pid, self._tracks_of(pid, tid)
 
     def _tracks_of(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         """The thread track of each (pid, tid) pair."""
@@ -1211,12 +1217,8 @@ class ChromeReader:
             fast[:] = False
         rows = np.flatnonzero(fast)
         if len(rows):
-            ts = cols.ts[rows] + self.base_ns
+            ts, pid, tracks = self._placed(cols, flags, rows)
             dur = cols.dur[rows]
-            pid = np.where(flags[rows] & jsonscan.F_PID, cols.pid[rows], 0)
-            tid = np.where(flags[rows] & jsonscan.F_TID, cols.tid[rows],
-                           0 if self.missing_tid == "zero" else pid)
-            tracks = self._tracks_of(pid, tid)
             s = self.trace.slices
             s.depth = None
             s.ts.frombytes(ts.tobytes())
@@ -1241,11 +1243,7 @@ class ChromeReader:
             flow[:] = False
         frows = np.flatnonzero(flow)
         if len(frows):
-            ts = cols.ts[frows] + self.base_ns
-            pid = np.where(flags[frows] & jsonscan.F_PID, cols.pid[frows], 0)
-            tid = np.where(flags[frows] & jsonscan.F_TID, cols.tid[frows],
-                           0 if self.missing_tid == "zero" else pid)
-            tracks = self._tracks_of(pid, tid)
+            ts, _pid, tracks = self._placed(cols, flags, frows)
             bp_e = ((flags[frows] & jsonscan.F_BP) != 0) & (cols.bp[frows] == ord("e"))
             self._v1_rows.append((cat_id[frows].astype(np.int32), name_id[frows].astype(np.int32),
                                   cols.id[frows].copy(), ts, (frows + seq0).astype(np.int64), ph[frows].copy(),
