@@ -140,6 +140,32 @@ _B7F, _B80, _S7 = np.uint64(0x7F), np.uint64(0x80), np.uint64(7)
 
 
 @inline
+def _find(tmp, p, kind, slots, thash, tkind, toff, tdata):
+    """The table entry of the decoded bytes ``tmp[:p]`` of this kind (-1 if none), the slot where
+    the probe stopped (where a new entry goes) and the hash.  Every hit is confirmed by comparing
+    the bytes.  Inlined (see :func:`_put_varint`)."""
+    h = _FNV_OFFSET ^ np.uint64(kind)
+    for q in range(p):
+        h = (h ^ np.uint64(tmp[q])) * _FNV_PRIME
+    mask = len(slots) - 1
+    sl = np.int64(h & np.uint64(mask))
+    while True:
+        e2 = slots[sl]
+        if e2 < 0:
+            return -1, sl, h
+        if thash[e2] == h and (tkind[e2] & 1) == kind and toff[e2 + 1] - toff[e2] == p:
+            s0 = toff[e2]
+            same = True
+            for q in range(p):
+                if tdata[s0 + q] != tmp[q]:
+                    same = False
+                    break
+            if same:
+                return e2, sl, h
+        sl = (sl + 1) & mask
+
+
+@inline
 def _put_varint(out, p, x):
     """Write the varint of ``x`` (uint64) at ``out[p]``; the index after it.  Inlined into the
     kernels (a call passing ``out`` would cost two atomic reference-count operations)."""
@@ -406,26 +432,7 @@ def _collect(strings, data, off, r0, table, tmp):
                 kind = KEY if j < b and data[j] == 58 else VALUE
                 if kind == VALUE and not strings:
                     continue
-                h = _FNV_OFFSET ^ np.uint64(kind)
-                for q in range(p):
-                    h = (h ^ np.uint64(tmp[q])) * _FNV_PRIME
-                mask = len(slots) - 1
-                sl = np.int64(h & np.uint64(mask))
-                while True:
-                    e2 = slots[sl]
-                    if e2 < 0:
-                        break
-                    if thash[e2] == h and (tkind[e2] & 1) == kind and toff[e2 + 1] - toff[e2] == p:
-                        s0 = toff[e2]
-                        same = True
-                        for q in range(p):
-                            if tdata[s0 + q] != tmp[q]:
-                                same = False
-                                break
-                        if same:
-                            ent = e2
-                            break
-                    sl = (sl + 1) & mask
+                ent, sl, h = _find(tmp, p, kind, slots, thash, tkind, toff, tdata)
                 if ent < 0:
                     ent = tstate[0]
                     nb = tstate[1]
@@ -617,27 +624,7 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                             if not ok:
                                 break
                             if kind == KEY or strings:
-                                h = _FNV_OFFSET ^ np.uint64(kind)
-                                for q in range(p):
-                                    h = (h ^ np.uint64(tmp[q])) * _FNV_PRIME
-                                mask = len(slots) - 1
-                                sl = np.int64(h & np.uint64(mask))
-                                while True:
-                                    e2 = slots[sl]
-                                    if e2 < 0:
-                                        break
-                                    if (thash[e2] == h and (tkind[e2] & 1) == kind
-                                            and toff[e2 + 1] - toff[e2] == p):
-                                        s0 = toff[e2]
-                                        same = True
-                                        for q in range(p):
-                                            if tdata[s0 + q] != tmp[q]:
-                                                same = False
-                                                break
-                                        if same:
-                                            ent = e2
-                                            break
-                                    sl = (sl + 1) & mask
+                                ent, _sl, _h = _find(tmp, p, kind, slots, thash, tkind, toff, tdata)
                         if kind == KEY:
                             if ent < 0:                     # not seen by pass 1: left to Python
                                 break
