@@ -135,7 +135,8 @@ _B7F, _B80, _S7 = np.uint64(0x7F), np.uint64(0x80), np.uint64(7)
 # array variable that may be reassigned inside a loop, at each call or iteration (two atomic
 # operations each), which costs more than lexing a token.  So the per-token and per-event work below
 # is written inline in two kernels that never reassign an array: the helpers they call take only
-# scalars, and when a buffer is too small a kernel returns to its caller, which grows it and calls
+# scalars or are inlined into them at compile time (``@inline``: numba's inline="always", no call
+# left), and when a buffer is too small a kernel returns to its caller, which grows it and calls
 # again from where it stopped.
 
 
@@ -143,7 +144,7 @@ _B7F, _B80, _S7 = np.uint64(0x7F), np.uint64(0x80), np.uint64(7)
 def _find(tmp, p, kind, slots, thash, tkind, toff, tdata):
     """The table entry of the decoded bytes ``tmp[:p]`` of this kind (-1 if none), the slot where
     the probe stopped (where a new entry goes) and the hash.  Every hit is confirmed by comparing
-    the bytes.  Inlined (see :func:`_put_varint`)."""
+    the bytes.  Inlined (see :func:`_put`)."""
     h = _FNV_OFFSET ^ np.uint64(kind)
     for q in range(p):
         h = (h ^ np.uint64(tmp[q])) * _FNV_PRIME
@@ -165,18 +166,6 @@ def _find(tmp, p, kind, slots, thash, tkind, toff, tdata):
         sl = (sl + 1) & mask
 
 
-@inline
-def _put_varint(out, p, x):
-    """Write the varint of ``x`` (uint64) at ``out[p]``; the index after it.  Inlined into the
-    kernels (a call passing ``out`` would cost two atomic reference-count operations)."""
-    while x >= _B80:
-        out[p] = np.uint8((x & _B7F) | _B80)
-        x >>= _S7
-        p += 1
-    out[p] = np.uint8(x)
-    return p + 1
-
-
 @jit
 def _vlen(v):
     """Bytes of the varint of ``v`` (uint64)."""
@@ -187,9 +176,10 @@ def _vlen(v):
     return n
 
 
-@jit
+@inline
 def _put(buf, p, v):
-    """Write the varint of ``v`` (uint64) at ``p``; returns the position after it (for cold paths)."""
+    """Write the varint of ``v`` (uint64) at ``buf[p]``; the index after it.  Inlined into the
+    kernels: a call passing ``buf`` would cost two atomic reference-count operations."""
     while v >= _B80:
         buf[p] = np.uint8((v & _B7F) | _B80)
         v >>= _S7
@@ -650,12 +640,7 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                             out[cur + 2] = A_NAME_IID
                             cur += 3
                             x = np.uint64(tiid[ent])
-                            while x >= _B80:
-                                out[cur] = np.uint8((x & _B7F) | _B80)
-                                x >>= _S7
-                                cur += 1
-                            out[cur] = np.uint8(x)
-                            cur += 1
+                            cur = _put(out, cur, x)
                             if prevkey[depth] < 0:
                                 firstkey[depth] = ent
                             else:
@@ -679,12 +664,7 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                             out[cur] = A_STR
                             cur += 1
                             x = np.uint64(p)
-                        while x >= _B80:
-                            out[cur] = np.uint8((x & _B7F) | _B80)
-                            x >>= _S7
-                            cur += 1
-                        out[cur] = np.uint8(x)
-                        cur += 1
+                        cur = _put(out, cur, x)
                         if iid == 0:
                             if src0 >= 0:
                                 for q in range(p):
@@ -830,12 +810,7 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                             out[cur] = A_INT if m <= _I64_MAX else A_UINT
                             x = m
                         cur += 1
-                        while x >= _B80:
-                            out[cur] = np.uint8((x & _B7F) | _B80)
-                            x >>= _S7
-                            cur += 1
-                        out[cur] = np.uint8(x)
-                        cur += 1
+                        cur = _put(out, cur, x)
                         state = _S_AFTER
                         continue
                     v = 0.0
@@ -973,19 +948,19 @@ def _encode(time, kind, index, lo, hi, last, js, ji, codes, seq_id, flags_value,
         p = pos
         out[p] = T_PACKET
         p += 1
-        p = _put_varint(out, p, np.uint64(body))
+        p = _put(out, p, np.uint64(body))
         out[p] = P_TS
-        p = _put_varint(out, p + 1, delta)
+        p = _put(out, p + 1, delta)
         out[p] = P_SEQ
-        p = _put_varint(out, p + 1, seq)
+        p = _put(out, p + 1, seq)
         out[p] = P_FLAGS
-        p = _put_varint(out, p + 1, flags_u)
+        p = _put(out, p + 1, flags_u)
         out[p] = P_TE
-        p = _put_varint(out, p + 1, np.uint64(te_len))
+        p = _put(out, p + 1, np.uint64(te_len))
         out[p] = E_TYPE
         out[p + 1] = etype
         out[p + 2] = E_TRACK
-        p = _put_varint(out, p + 3, uuid)
+        p = _put(out, p + 3, uuid)
         if etype == TYPE_COUNTER:
             out[p] = E_DOUBLE0
             out[p + 1] = E_DOUBLE1
@@ -995,10 +970,10 @@ def _encode(time, kind, index, lo, hi, last, js, ji, codes, seq_id, flags_value,
             p += 10
         elif etype != TYPE_SLICE_END:
             out[p] = E_NAME
-            p = _put_varint(out, p + 1, np.uint64(name + 1))
+            p = _put(out, p + 1, np.uint64(name + 1))
             if cat != 0:
                 out[p] = E_CAT
-                p = _put_varint(out, p + 1, np.uint64(cat + 1))
+                p = _put(out, p + 1, np.uint64(cat + 1))
             if asrc == 1:
                 for q in range(alen):
                     out[p + q] = s_ann[a0 + q]
