@@ -40,12 +40,18 @@ def test_chunked_reading_gives_the_same_timeline(path, monkeypatch):
         assert whole.meta.as_dict() == chunked.meta.as_dict()
 
 
-def test_chunks_cut_between_events_only(monkeypatch):
-    """Candidate cuts inside strings and nested args are rejected by decoding, not trusted."""
+def test_blocks_cut_anywhere(tmp_path, monkeypatch):
+    """Text that looks like the boundary between two events, inside a name and inside nested args,
+    comes through whole whatever the block size."""
     text = (b'[{"ph":"X","name":"a},{b","ts":1,"dur":1,"pid":1,"tid":1,"args":{"x":[{"k":1},{"k":2}]}},'
             b'{"ph":"X","name":"c","ts":2,"dur":1,"pid":1,"tid":1}]')
-    chunks = list(chrome._event_chunks(memoryview(text), 1))
-    assert [[e.name for e in c] for c in chunks] == [["a},{b"], ["c"]]
+    src = tmp_path / "t.json"
+    src.write_bytes(text)
+    for block in (1, 2, 7, 1 << 20):
+        t = read(src, block, monkeypatch)
+        assert [t.strings[i] for i in t.slices.name] == ["a},{b", "c"]
+        assert t.slices.args[0] == b'{"x":[{"k":1},{"k":2}]}' and t.slices.args[1] is None
+        assert list(t.slices.ts) == [1000, 2000]
 
 
 def test_a_document_the_chunks_cannot_read_falls_back(tmp_path, monkeypatch):

@@ -4,11 +4,14 @@ What goes where (the rules follow Perfetto's JSON importer, docs/getting-started
 except where noted):
 
 * Container: an object with ``traceEvents`` (other top-level keys go to the trace metadata) or a
-  bare array; ``.gz`` is detected by magic bytes.  Decoded with msgspec into one small Struct per
-  event; ``args`` stay JSON text (line breaks removed), never rebuilt as Python objects, and reach
-  the Chrome JSON output verbatim and the protobuf as debug annotations.  What msgspec rejects
-  (trailing commas, a truncated array, invalid escapes, lone surrogates, non-string names) goes
-  through a slower repair path with a counted warning; a file cut short keeps every complete event.
+  bare array; ``.gz`` is detected by magic bytes.  A file is read as a stream, a block at a time,
+  by a compiled scanner (:mod:`traceconv.fast.jsonscan`) that turns events of the plain shape
+  into columns; an event of any other shape is decoded from its own text with msgspec into a
+  small Struct and converted one by one.  ``args`` stay JSON text (whitespace between tokens
+  removed), never rebuilt as Python objects, and reach the Chrome JSON output verbatim and the
+  protobuf as debug annotations.  What neither can read (trailing commas, a truncated array,
+  invalid escapes, lone surrogates, non-string names) goes through the whole-document repair path
+  with a counted warning; a file cut short keeps every complete event.
 * ``ts``/``dur`` are µs (number or numeric string) and become exact integer ns: a double is used
   only below 2^43 µs, where 3 decimals still pin down the ns; a file with larger fractional times
   is read again keeping them as text.  The clock is Unix when the file says so
@@ -143,50 +146,8 @@ def _header_value(raw: Raw) -> Any:
 CHUNK_BYTES = 4 << 20       # the event array's text is read and scanned this much at a time
 SCAN_ROWS = 1 << 16         # events scanned into columns at a time
 FAST = True                 # False: read every file with the whole-document decoder (the reference)
-_NEXT_EVENT_B = re.compile(rb"\}\s*,\s*\{")
-
-
 class _ChunkFailure(Exception):
     """The chunked path cannot read this document; the whole-document path will."""
-
-
-def _event_chunks(text: memoryview, size: int) -> Iterator[list[Event]]:
-    """The events of a JSON array's text (``[ ... ]``), decoded about ``size`` bytes at a time.
-
-    A chunk ends at a ``}`` ``,`` ``{`` between two events.  That pattern can also occur inside a
-    string or a nested value, but then the chunk is not valid JSON and fails to decode, so the cut
-    is moved to the next candidate: a chunk that decodes was cut between events.
-    """
-    lo = 0
-    while lo < len(text) and bytes(text[lo:lo + 1]).isspace():
-        lo += 1
-    if bytes(text[lo:lo + 1]) != b"[":
-        raise _ChunkFailure
-    hi = len(text) - 1
-    while hi > lo and bytes(text[hi:hi + 1]).isspace():
-        hi -= 1
-    if bytes(text[hi:hi + 1]) != b"]":
-        raise _ChunkFailure
-    pos = lo + 1
-    while pos < hi:
-        cut = pos + size
-        while True:
-            m = _NEXT_EVENT_B.search(text, cut, hi) if cut < hi else None
-            end = m.start() + 1 if m else hi              # just after the '}'
-            piece = b"[" + text[pos:end] + b"]"
-            try:
-                events = _EVENTS.decode(piece)
-                if _has_inexact_times(events):
-                    events = _EXACT_EVENTS.decode(piece)
-                break
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                if m is None:
-                    raise _ChunkFailure from None
-                cut = m.end() - 1                          # try the next candidate
-        yield events
-        if m is None:
-            return
-        pos = m.end() - 1                                  # the next event's '{'
 
 
 def _read_blocks(f: Any, size: int, raw: Any = None, where: list[int] | None = None) -> Iterator[bytes]:
