@@ -64,3 +64,26 @@ def test_a_document_the_chunks_cannot_read_falls_back(tmp_path, monkeypatch):
     chunked = traceconv.load(src)
     assert len(whole.slices) == len(chunked.slices) > 0
     assert any(w.code.value == "truncated-input" for w in chunked.diagnostics.warnings)
+
+
+def test_own_gzipped_output_is_scanned_again_in_memory(tmp_path, monkeypatch):
+    """traceconv's own Chrome JSON names itself in keys after the events; through gzip the stream
+    learns that only at the end, reads it again in memory (with every key first) and gives the
+    same timeline, without the whole-document decoder.  A truncated file goes straight to the
+    repairing decoder, without a second scan."""
+    src = FIX / "kineto" / "kineto_docs_after_fix_trace.json"
+    trace = read(src, 1 << 20, monkeypatch)
+    traceconv.save(trace, tmp_path / "own.json.gz")
+    calls = []
+    real_decode = chrome.decode
+    monkeypatch.setattr(chrome, "decode", lambda *a, **k: calls.append(1) or real_decode(*a, **k))
+    back = read(tmp_path / "own.json.gz", 1 << 20, monkeypatch)
+    assert calls == []
+    assert_same_timeline(from_model(trace), from_model(back))
+
+    scans = []
+    real_chunked = chrome.ChromeReader._read_chunked
+    monkeypatch.setattr(chrome.ChromeReader, "_read_chunked",
+                        lambda self, data: scans.append(1) or real_chunked(self, data))
+    read(FIX / "mxnet_trace" / "generated_mxnet191_continuous_dump_midrun_TRUNCATED.json", 1 << 20, monkeypatch)
+    assert calls == [1] and scans == []

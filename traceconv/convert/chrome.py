@@ -150,6 +150,11 @@ class _ChunkFailure(Exception):
     """The chunked path cannot read this document; the whole-document path will."""
 
 
+class _LateHeader(_ChunkFailure):
+    """The keys after the event array say the document is traceconv's own output, which the stream
+    had not known (a .gz cannot be read backwards): read it again with every key known first."""
+
+
 def _read_blocks(f: Any, size: int, raw: Any = None, where: list[int] | None = None) -> Iterator[bytes]:
     """``f``'s content ``size`` bytes at a time; ``where[0]`` follows the position in ``raw`` (the
     file under a gzip stream), for progress reports."""
@@ -791,14 +796,20 @@ class ChromeReader:
     # ---- driver ---------------------------------------------------------------------------
 
     def read(self) -> Trace:
-        if FAST and self.streamable() and self.data is None and self.source is not None:
+        scan_in_memory = FAST and self.streamable()
+        if scan_in_memory and self.data is None and self.source is not None:
             try:
                 return self._read_stream()
-            except _ChunkFailure:
-                # a document the streaming path cannot read: start over on the whole-document path
+            except _LateHeader:
+                # traceconv's own output, known too late: scan it again, in memory, keys first
                 self.__init__(self.source)            # type: ignore[misc]
+            except _ChunkFailure:
+                # text the scanner cannot read (truncated, not JSON): the whole-document path
+                # repairs what it can; scanning it again in memory would fail the same way
+                self.__init__(self.source)            # type: ignore[misc]
+                scan_in_memory = False
         data = self.data if self.data is not None else self.source.read_bytes()  # type: ignore[union-attr]
-        if FAST and self.streamable():
+        if scan_in_memory:
             try:
                 return self._read_chunked(data)
             except _ChunkFailure:
@@ -929,7 +940,7 @@ class ChromeReader:
                         delta = 0
                         if full != {**header, **guess}:
                             if is_own_output(full) != self._own:
-                                raise _ChunkFailure
+                                raise _LateHeader
                             before = self.base_ns
                             self._begin(full, is_array, self._first)
                             delta = self.base_ns - before
