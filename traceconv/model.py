@@ -156,9 +156,16 @@ class ArgsColumn:
 
     def take(self, idx: "Any") -> "ArgsColumn":
         """A new column of the rows at ``idx`` (integer indices), in that order."""
+        import numpy as np
+        data, off = self.packed()
+        idx = np.asarray(idx, dtype=np.int64)
         out = ArgsColumn()
-        for i in idx:
-            out.append(self[int(i)])
+        for lo in range(0, len(idx), 1 << 16):          # a batch of rows at a time: bounded temporaries
+            rows = idx[lo:lo + (1 << 16)]
+            starts, lens = off[rows], off[rows + 1] - off[rows]
+            ends = np.cumsum(lens)
+            pos = np.repeat(starts - (ends - lens), lens) + np.arange(int(ends[-1]) if len(ends) else 0)
+            out.extend_packed(data[pos], lens)
         return out
 
     def packed(self) -> "tuple[Any, Any]":
