@@ -1,4 +1,7 @@
-"""Input sources (gzip detected by magic bytes) and atomic outputs."""
+"""Input sources (gzip detected by magic bytes) and atomic outputs.
+
+Gzipped inputs are read with ISA-L's gunzip (``isal.igzip``, about 3x faster than the stdlib's
+zlib); outputs are still written with the stdlib's ``gzip``."""
 
 from __future__ import annotations
 
@@ -11,10 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
 
+from isal import igzip, isal_zlib
+
 from .errors import TraceconvError
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_SIZE = 64 * 1024
+
+# What reading a gzip input can raise when its data is damaged: BadGzipFile (an OSError) for a bad
+# header, CRC or length, EOFError for a stream cut short, and for bad deflate data ISA-L's own
+# error (isal_zlib.error, which is neither an OSError nor a zlib.error), or zlib.error from the
+# stdlib's decompressor (_salvage_gzip_head).  Every reader of ``Source.open()`` catches these.
+GZIP_ERRORS: tuple[type[Exception], ...] = (OSError, EOFError, zlib.error, isal_zlib.error)
 
 
 @dataclass
@@ -32,7 +43,7 @@ class Source:
     def open(self) -> BinaryIO:
         """The decompressed content as a binary stream."""
         if self.gzipped:
-            return gzip.open(self.path, "rb")  # type: ignore[return-value]
+            return igzip.open(self.path, "rb")  # type: ignore[return-value]
         return open(self.path, "rb")
 
     def read_bytes(self) -> bytes:
@@ -40,7 +51,7 @@ class Source:
         try:
             with self.open() as f:
                 return f.read()
-        except (OSError, EOFError, zlib.error) as e:
+        except GZIP_ERRORS as e:
             if self.gzipped:
                 raise TraceconvError(f"corrupt or truncated gzip data ({e})", path=self.path) from None
             raise TraceconvError(f"cannot read: {e}", path=self.path) from None
@@ -68,12 +79,12 @@ def open_source(path: str | os.PathLike[str]) -> Source:
     head = b""
     try:
         if gz:
-            with gzip.open(p, "rb") as g:
+            with igzip.open(p, "rb") as g:
                 head = g.read(HEAD_SIZE)
         else:
             with open(p, "rb") as f:
                 head = f.read(HEAD_SIZE)
-    except (OSError, EOFError, zlib.error):
+    except GZIP_ERRORS:
         # A truncated gzip stream still yields what came before the damage.
         head = _salvage_gzip_head(p)
     if not head.strip():

@@ -73,7 +73,7 @@ from msgspec import Raw
 
 from ..errors import TraceconvError, WarningCode
 from ..fast import flows, jsonscan, memory
-from ..io import Source
+from ..io import GZIP_ERRORS, Source
 from ..model import Clock, Thread, Trace, TrackKind
 from ..progress import report
 
@@ -953,7 +953,7 @@ class ChromeReader:
                             gc.enable()
                 finally:
                     blocks.close()               # before the file closes under the reading thread
-        except (OSError, EOFError, zlib.error):
+        except GZIP_ERRORS:
             raise _ChunkFailure from None
         return self.trace
 
