@@ -1,11 +1,16 @@
-"""The packed args column behaves as the list of rows it stands for."""
+"""The packed args column behaves as the list of rows it stands for, in memory or spilled to a file."""
 
 from __future__ import annotations
 
+import pickle
+import tempfile
+
 import numpy as np
-from hypothesis import given
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from traceconv import model
 from traceconv.model import ArgsColumn
 
 rows = st.lists(st.one_of(st.none(), st.binary(min_size=1, max_size=12)), max_size=60)
@@ -27,3 +32,47 @@ def test_args_column_is_its_rows(a, b, data):
     packed.extend_packed(np.frombuffer(b"".join(r or b"" for r in want), np.uint8),
                          [len(r or b"") for r in want])
     assert list(packed) == want
+
+
+@pytest.fixture
+def spill_at_once(monkeypatch):
+    """Every args column moves to its file at its first byte, and writes out every 16 bytes."""
+    monkeypatch.setattr(model, "SPILL_BYTES", 0)
+    monkeypatch.setattr(model, "SPILL_FLUSH", 16)
+    monkeypatch.setattr(model, "FORGET_ROWS", 4)
+
+
+@given(rows, rows, st.data())
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_spilled_column_is_its_rows(spill_at_once, a, b, data):
+    col = ArgsColumn(a)
+    assert col.spilled == any(a)
+    col.extend(ArgsColumn(b))
+    want = a + b
+    assert list(col) == want
+    col.forget()                                        # pages dropped: the rows read back the same
+    assert [col[i] for i in range(len(want))] == want
+    buf, off = col.packed()
+    assert buf.flags.writeable                          # the kernels' array type
+    assert [buf[off[i]:off[i + 1]].tobytes() or None for i in range(len(want))] == want
+    del buf, off                                        # (views pin the buffers: no growing under them)
+    col.append(b'{"late":1}')                           # grows after being mapped
+    assert col[len(want)] == b'{"late":1}' and list(col)[:-1] == want
+    idx = data.draw(st.lists(st.integers(0, len(want)), max_size=30))
+    assert list(col.take(idx)) == [(want + [b'{"late":1}'])[i] for i in idx]
+    back = pickle.loads(pickle.dumps(col))              # merge's workers send traces back pickled
+    assert list(back) == want + [b'{"late":1}']
+
+
+def test_a_column_that_cannot_spill_stays_in_memory(spill_at_once, monkeypatch):
+    def no_room(*_a, **_k):
+        raise OSError(28, "No space left on device")
+    col = ArgsColumn([b'{"a":1}', None])
+    assert col.spilled
+    monkeypatch.setattr(model, "_write_at", no_room)
+    col.extend([b'{"b":22}'] * 5)                       # the next flush fails: back to memory
+    assert not col.spilled
+    assert list(col) == [b'{"a":1}', None] + [b'{"b":22}'] * 5
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
+    fresh = ArgsColumn([b'{"c":3}'] * 3)                # no file at all: never spills
+    assert not fresh.spilled and list(fresh) == [b'{"c":3}'] * 3

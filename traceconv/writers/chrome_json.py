@@ -209,6 +209,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
     for i in range(len(s)):
         if not i & (EVERY - 1):
             report("writing Chrome JSON", i, total)
+            sargs.forget()
         parts = [b'{"ph":"X","name":', jstr[sname[i]]]
         c = scat[i]
         if c:
@@ -240,6 +241,8 @@ def write(trace: Trace, out: BinaryIO) -> None:
     # -- instants
     ins = trace.instants
     for i in range(len(ins)):
+        if not i & (EVERY - 1):
+            ins.args.forget()
         tr = trace.tracks[ins.track[i]]
         if tr.kind is TrackKind.PROCESS:
             scope = b"p"

@@ -1,0 +1,52 @@
+"""Args spilled to a file (what a big trace's columns do past ``model.SPILL_BYTES``) give the very same
+outputs, byte for byte, as args held in memory: for conversions of real inputs to every output
+format, and for a merge that filters (``ArgsColumn.take``) and appends ranks (``extend``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import traceconv
+from traceconv import model
+
+FIX = Path(__file__).parent / "fixtures"
+INPUTS = [FIX / "kineto" / "hta_critical_path_simple_add_trace.json.gz",
+          FIX / "kineto" / "hta_df_index_resolver_gpu_memory_events_EXCERPT.json.gz",
+          FIX / "kineto" / "kineto_docs_after_fix_trace.json"]
+RANKS = sorted((FIX / "multirank" / "hta_trace_filter_2ranks").glob("*.json*"))
+
+
+def spilling(monkeypatch, on: bool) -> None:
+    monkeypatch.setattr(model, "SPILL_BYTES", 0 if on else -1)
+    monkeypatch.setattr(model, "SPILL_FLUSH", 64)
+    monkeypatch.setattr(model, "FORGET_ROWS", 8)
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: p.name)
+def test_spilled_args_convert_to_the_same_bytes(path, tmp_path, monkeypatch):
+    out = {}
+    for on in (False, True):
+        spilling(monkeypatch, on)
+        trace = traceconv.load(path)
+        assert trace.slices.args.spilled == on
+        for ext in ("pftrace", "json"):
+            dst = tmp_path / f"{on}.{ext}"
+            traceconv.save(trace, dst)
+            out[on, ext] = dst.read_bytes()
+    assert out[True, "pftrace"] == out[False, "pftrace"]
+    assert out[True, "json"] == out[False, "json"]
+
+
+def test_a_merge_with_spilled_args_writes_the_same_bytes(tmp_path, monkeypatch):
+    assert len(RANKS) == 2
+    out = {}
+    for on in (False, True):
+        spilling(monkeypatch, on)
+        for ext in ("pftrace", "json"):
+            dst = tmp_path / f"{on}.{ext}"
+            traceconv.merge(RANKS, dst, min_dur="5us")
+            out[on, ext] = dst.read_bytes()
+    assert out[True, "pftrace"] == out[False, "pftrace"]
+    assert out[True, "json"] == out[False, "json"]
