@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from . import formats as _formats
+from .fast import memory
 from .errors import ConversionWarning, TraceconvError, WarningCode
 from .io import atomic_output, open_source
 from .layout import nest
@@ -38,6 +39,7 @@ def load(path: PathLike, format: str | None = None) -> Trace:
     except TraceconvError as e:
         raise e.with_path(source.path) from None
     trace.meta.source_format = fmt.name
+    memory.trim()               # what reading freed (batches, small objects) back to the system
     if trace.remapped_ids:
         trace.diagnostics.warn(WarningCode.REMAPPED_ID,
                                "pids/tids outside 0..2^31-1 were given new numbers "

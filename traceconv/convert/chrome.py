@@ -60,7 +60,6 @@ import os
 import queue
 import re
 import threading
-import zlib
 from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -145,6 +144,8 @@ def _header_value(raw: Raw) -> Any:
 
 CHUNK_BYTES = 4 << 20       # the event array's text is read and scanned this much at a time
 SCAN_ROWS = 1 << 16         # events scanned into columns at a time
+_NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
+TRIM_BATCHES = 16           # the heap's free space goes back to the system every this many batches
 FAST = True                 # False: read every file with the whole-document decoder (the reference)
 class _ChunkFailure(Exception):
     """The chunked path cannot read this document; the whole-document path will."""
@@ -214,6 +215,8 @@ class _Prefetch:
     def close(self) -> None:
         self._stop.set()
         self._t.join()
+        while not self._q.empty():        # blocks read ahead and never taken: free them now
+            self._q.get_nowait()
 
 
 _KEY_EVENTS = b'"traceEvents"'
@@ -731,8 +734,9 @@ class ChromeReader:
         self.warn = self.trace.diagnostics.warn
         self._own = False
         self._progress: tuple[list[int], int, str] | None = None   # (bytes read, of how many, stage)
-        self._bseq = array("q")        # per slice: the input position of the event that began it
-        self._eseq = array("q")        # ... and of the one that ended it (-1: an X, closed lazily)
+        # int32: 2**31 events would be a file of ~500 GB
+        self._bseq = array("i")        # per slice: the input position of the event that began it
+        self._eseq = array("i")        # ... and of the one that ended it (-1: an X, closed lazily)
 
     # ---- hooks for dialects -----------------------------------------------------------------
 
@@ -945,6 +949,8 @@ class ChromeReader:
                             self._begin(full, is_array, self._first)
                             delta = self.base_ns - before
                         self._first = []
+                        blocks.close()
+                        memory.trim()              # the stream's buffers, before linking flows
                         self._finish_events()
                         if delta:
                             self._shift(delta)
@@ -1071,6 +1077,7 @@ class ChromeReader:
         worker = threading.Thread(target=produce, name="traceconv-scan", daemon=True)
         worker.start()
         seq = 0
+        batch = 0
         try:
             while True:
                 item = batches.get()
@@ -1079,6 +1086,9 @@ class ChromeReader:
                     self._take_rows(buf, cols, strings, n, seq)
                     seq += n
                     self.n_events += n
+                    batch += 1
+                    if not batch % TRIM_BATCHES:
+                        memory.trim()           # the batches' small freed blocks: ~40 MB at 1M events
                     if self._progress is not None:
                         where, total, stage = self._progress
                         report(stage, where[0] >> 20, total >> 20)
@@ -1200,8 +1210,8 @@ class ChromeReader:
             s.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
             data, lens = jsonscan.compact(buf, cols, rows)
             s.args.extend_packed(data, lens)
-            self._bseq.frombytes((rows + seq0).astype(np.int64).tobytes())
-            self._eseq.frombytes(np.full(len(rows), -1, np.int64).tobytes())
+            self._bseq.frombytes((rows + seq0).astype(np.int32).tobytes())
+            self._eseq.frombytes(np.full(len(rows), -1, np.int32).tobytes())
             self.used["X"] += len(rows)
             end = int((ts + dur).max())
             if end > self._acc_max_ts:
@@ -1662,7 +1672,7 @@ class ChromeReader:
                 continue
             target = self._stack_target(key)
             for o in stack:
-                self._close(o, max(end, o.ts), None, target, 2**62)
+                self._close(o, max(end, o.ts), None, target, _NEVER)
                 left += 1
         if left:
             self.warn(WarningCode.UNMATCHED_BEGIN, "begin events (B) never ended were ended at the end of the "
@@ -1742,7 +1752,9 @@ class ChromeReader:
         cols = [np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, t)
                 for k, t in enumerate((np.int32, np.int32, np.int64, np.int64, np.int64, np.uint8, np.int32,
                                        np.bool_))]
+        parts.clear()                       # the batches' arrays: their copies are in cols now
         cat, name, fid, ts, seq, ph, track, bp_e = cols
+        del cols                            # (here, each array is dropped as soon as it has served)
         # one group per flow: the scanner's rows by (category, name, id) ids, the rest by their key
         if len(cat):
             o = np.lexsort((fid, name, cat))
@@ -1751,6 +1763,7 @@ class ChromeReader:
             group = np.empty(len(o), np.int64)
             group[o] = np.cumsum(new) - 1
             u = o[new]
+            del o, new
         else:
             group = np.zeros(0, np.int64)
             u = np.zeros(0, np.int64)
@@ -1771,6 +1784,7 @@ class ChromeReader:
                 for t, q, p, tr, e in items:
                     extra.append((g, t, q, p, tr, e))
             g_name = np.concatenate([g_name, np.array(more, np.int32)])
+        del cat, name, fid, u
         n_groups = len(g_name)
         if extra:
             g2, t2, q2, p2, tr2, e2 = zip(*extra)
@@ -1787,12 +1801,14 @@ class ChromeReader:
         head[1:] = group[by][1:] != group[by][:-1]
         first = np.empty(n_groups, np.int64)
         first[group[by][head]] = seq[by][head]
+        del by, head
         ranked = np.argsort(first, kind="stable")
         rank = np.empty(n_groups, np.int64)
         rank[ranked] = np.arange(n_groups)
         order = np.lexsort((seq, ts, rank[group]))
         group, ts, seq, ph, track, bp_e = (a[order] for a in (rank[group], ts, seq, ph, track, bp_e))
         g_name = g_name[ranked]
+        del order, rank, ranked, first
         # one start and one end, the end earlier: host and device clocks disagree (MegEngine's
         # interpolated device times, Kineto before its fix); keep the link
         sizes = np.bincount(group, minlength=n_groups)
@@ -1806,15 +1822,16 @@ class ChromeReader:
                 arr[swap], arr[swap + 1] = arr[swap + 1].copy(), arr[swap].copy()
         enclosing = (ph != ord("f")) | bp_e
         bound = self._bind_flow_points(track, ts, seq, enclosing)
+        del track, ts, seq, enclosing, bp_e
         if skewed:
             self.warn(WarningCode.NOTE, "flows whose end is earlier than their start (host and device clocks "
                       "disagree) were kept as drawn by the producer", skewed)
         src, dst, grp, unresolved, dropped_events, used = flows.link(group, ph, bound)
         if len(src):
             f = self.trace.flows
-            f.src.frombytes(src.astype(np.int64).tobytes())
-            f.dst.frombytes(dst.astype(np.int64).tobytes())
-            f.name.frombytes(g_name[grp].astype(np.int32).tobytes())
+            f.src.frombytes(memoryview(src).cast("B"))      # (int64 already; from the buffers, no copy)
+            f.dst.frombytes(memoryview(dst).cast("B"))
+            f.name.frombytes(memoryview(g_name[grp].astype(np.int32)).cast("B"))
         self.used["flow event"] += used
         if unresolved:
             self.warn(WarningCode.UNRESOLVED_FLOW, "flow events (s/t/f) that bind to no slice or have no other "
@@ -1835,10 +1852,10 @@ class ChromeReader:
         s = self.trace.slices
         ns = len(s)
         if len(self._bseq) == ns:
-            bseq = np.frombuffer(self._bseq, np.int64) if ns else np.zeros(0, np.int64)
-            eseq = np.frombuffer(self._eseq, np.int64) if ns else np.zeros(0, np.int64)
+            bseq = np.frombuffer(self._bseq, np.int32) if ns else np.zeros(0, np.int32)
+            eseq = np.frombuffer(self._eseq, np.int32) if ns else np.zeros(0, np.int32)
         else:                                   # slices added by other means: file order unknown
-            bseq, eseq = np.arange(ns, dtype=np.int64), np.full(ns, -1, np.int64)
+            bseq, eseq = np.arange(ns, dtype=np.int32), np.full(ns, -1, np.int32)
         col = (lambda a, t: np.frombuffer(a, t) if ns else np.zeros(0, t))
         return flows.bind(col(s.ts, np.int64), col(s.dur, np.int64), col(s.track, np.int32), bseq, eseq,
                           q_track.astype(np.int32), q_ts.astype(np.int64), q_seq.astype(np.int64),

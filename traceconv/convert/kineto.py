@@ -30,7 +30,7 @@ What it maps where:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import msgspec
 import numpy as np
@@ -148,16 +148,6 @@ class KinetoReader(ChromeReader):
         trace = self.trace
         running: dict[tuple[Any, str], float] = {}     # devices whose events carry only "Bytes"
         self._memory.sort(key=lambda m: m[0])           # stable: file order at one time
-        # the args of every [memory] event at once, each as a dict (one decode call, not one per event)
-        try:
-            decoded = _MEMORY_ARGS.decode(b"[" + b",".join(m[2] for m in self._memory) + b"]")
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            decoded = []
-            for m in self._memory:
-                try:
-                    decoded.append(orjson.loads(m[2]))
-                except orjson.JSONDecodeError:
-                    decoded.append(None)
         c_track: list[int] = []
         c_ts: list[int] = []
         c_val: list[float] = []
@@ -171,7 +161,13 @@ class KinetoReader(ChromeReader):
                 t = tracks[(owner, dev, what)] = self.counter_track(owner, f"{dev} memory {what}", unit="bytes")
             return t
 
-        for (ts, pid, _raw), a in zip(self._memory, decoded):
+        c = trace.counters
+        for ts, pid, a in _decoded(self._memory):
+            if len(c_ts) >= _MEMORY_BATCH:              # into the model a batch at a time
+                c.track.extend(c_track)
+                c.ts.extend(c_ts)
+                c.value.extend(c_val)
+                c_track, c_ts, c_val = [], [], []
             if type(a) is not dict:
                 continue
             dtype = a.get("Device Type")
@@ -212,7 +208,6 @@ class KinetoReader(ChromeReader):
                 c_track.append(track(owner, dev, "allocated since trace start"))
                 c_ts.append(ts)
                 c_val.append(running[key2])
-        c = trace.counters
         c.track.extend(c_track)
         c.ts.extend(c_ts)
         c.value.extend(c_val)
@@ -223,6 +218,25 @@ class KinetoReader(ChromeReader):
 
 
 _MEMORY_ARGS = msgspec.json.Decoder(list[dict[str, Any]])
+_MEMORY_BATCH = 1 << 13
+
+
+def _decoded(memory: list[tuple[int, Any, bytes]]) -> Iterator[tuple[int, Any, Any]]:
+    """(ts, pid, args as a dict, or None if not JSON) of each [memory] event: one decode call per
+    batch of events, not one per event, and only a batch's dicts alive at a time."""
+    for lo in range(0, len(memory), _MEMORY_BATCH):
+        batch = memory[lo:lo + _MEMORY_BATCH]
+        try:
+            decoded = _MEMORY_ARGS.decode(b"[" + b",".join(m[2] for m in batch) + b"]")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            decoded = []
+            for m in batch:
+                try:
+                    decoded.append(orjson.loads(m[2]))
+                except orjson.JSONDecodeError:
+                    decoded.append(None)
+        for (ts, pid, _raw), a in zip(batch, decoded):
+            yield ts, pid, a
 
 
 def read(source: Source) -> Trace:

@@ -29,3 +29,13 @@ def give_back_freed_memory() -> None:
         libc.mallopt(M_MMAP_THRESHOLD, 1 << 20)
     except (OSError, AttributeError):
         pass
+
+
+def trim() -> None:
+    """Give the heap's free space back to the system now (glibc's ``malloc_trim``): after a phase
+    that freed many small blocks, ~30 MB after reading a million events.  A no-op elsewhere."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

@@ -67,7 +67,7 @@ SEQ_ID = 1
 SEQ_CLOCK = 64            # the sequence's incremental clock (ids 64..127 are sequence-scoped)
 _CHUNK = 1 << 20          # bytes written at a time
 _INTERNED_MAX = 1 << 20   # interned entries per packet, in bytes
-_STEP = 1 << 17           # events encoded per step
+_STEP = 1 << 15           # events encoded per step (their annotations exist for that step only)
 _CACHE = 200_000          # Python-encoded arg values remembered (the cache starts over when full)
 INTERN_STRINGS = True     # repeated string values as DebugAnnotation.string_value_iid
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
@@ -218,8 +218,12 @@ class ArgsPlan:
         self.strings = strings
         self.s_data, self.s_off = trace.slices.args.packed()
         self.i_data, self.i_off = trace.instants.args.packed()
-        table = pbwrite.collect_args(self.s_data, self.s_off, pbwrite.new_table(), strings)
-        table = pbwrite.collect_args(self.i_data, self.i_off, table, strings)
+        table = pbwrite.new_table()
+        for col, data, off in ((trace.slices.args, self.s_data, self.s_off),
+                               (trace.instants.args, self.i_data, self.i_off)):
+            for lo in range(0, len(off) - 1, _STEP):     # a spilled column's pages a step at a time
+                table = pbwrite.collect_args(data, off[lo:lo + _STEP + 1], table, strings)
+                col.forget()
         self.table = table
         _, _, tkind, tdata, toff, tcount, tiid, _, _, tstate = table
         n = int(tstate[0])
@@ -362,7 +366,7 @@ def _col(a: Any, dtype: Any) -> np.ndarray:
 def _flow_lists(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per slice, the ids (index + 1) of the flows with that end, in flow order: (start, ids)."""
     order = np.argsort(ends, kind="stable")
-    start = np.zeros(n + 1, np.int64)
+    start = np.zeros(n + 1, np.int32 if len(ends) < 2**31 else np.int64)     # int32: half the memory
     np.cumsum(np.bincount(ends, minlength=n), out=start[1:])
     return start, (order + 1).astype(np.uint64)
 
@@ -421,3 +425,5 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
         report("writing Perfetto protobuf", lo, total)
         for chunk in enc.run(lo, min(lo + _STEP, total)):
             out.write(chunk)
+        s.args.forget()
+        ins.args.forget()
