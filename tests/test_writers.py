@@ -290,3 +290,72 @@ def test_varints_are_what_protobuf_encodes(values):
         assert n == pbwrite._vlen(np.uint64(v)) and buf[:n].tobytes() == varint(v)
     for v in (-1, -(2**63)):
         assert pb.DebugAnnotation.FromString(b"\x20" + varint(v)).int_value == v
+
+
+def reference_stream(trace: Trace) -> list[tuple[int, int, int]]:
+    """The writer's event order, spelled out: by time; at one time, ends of slices with a duration
+    (deepest first), then begins in nesting order (track, start, longer first) with a zero-length
+    slice's end right after its begin, then instants, then counters; input order last."""
+    from traceconv.layout import BEGIN, COUNTER, END, INSTANT, slice_order
+    s = trace.slices
+    pos = {int(i): k for k, i in enumerate(slice_order(trace))}
+    keys = []
+    for i in range(len(s)):
+        ts, dur, depth = s.ts[i], s.dur[i], s.depth[i]
+        keys.append((ts, 1, 2 * pos[i], 0, i, BEGIN))
+        keys.append((ts + dur, 1, 2 * pos[i] + 1, 1, i, END) if dur == 0 else (ts + dur, 0, -depth, 1, i, END))
+    for i in range(len(trace.instants)):
+        keys.append((trace.instants.ts[i], 1, 1 << 40, 2, i, INSTANT))
+    for i in range(len(trace.counters)):
+        keys.append((trace.counters.ts[i], 1, 1 << 41, 3, i, COUNTER))
+    return [(k[0], k[5], k[4]) for k in sorted(keys)]
+
+
+def windows_concatenated(trace: Trace, size: int) -> list[tuple[int, int, int]]:
+    from traceconv.layout import event_windows
+    out = []
+    for time, kind, index in event_windows(trace, size):
+        out += zip(time.tolist(), kind.tolist(), index.tolist())
+    return out
+
+
+def tied_trace(spec: list[tuple[int, int, int]]) -> Trace:
+    """Slices on 3 threads from (thread, start, duration), plus an instant and a counter at every
+    fifth start: many events at one time, on several tracks and depths."""
+    t = Trace("ties")
+    p = t.process(1, "p")
+    threads = [t.thread(p, k, f"t{k}") for k in range(3)]
+    mem = t.track(TrackKind.COUNTER, "c", p)
+    for k, (th, start, dur) in enumerate(spec):
+        t.add_slice(threads[th].track, start, dur, f"s{k}", None)
+        if k % 5 == 0:
+            t.add_instant(threads[th].track, start, "i", None)
+            t.add_counter(mem.id, start, float(k))
+    return t
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 6), st.integers(0, 4)), max_size=40),
+       st.integers(1, 9))
+@settings(max_examples=60, deadline=None)
+def test_the_stream_in_windows_is_the_whole_stream(spec, size):
+    trace = tied_trace(spec)
+    nest(trace)
+    want = reference_stream(trace)
+    assert windows_concatenated(trace, size) == want
+    assert windows_concatenated(trace, 1 << 40) == want
+
+
+@pytest.mark.parametrize("name", ["hta_critical_path_simple_add_trace.json.gz", "kineto_docs_after_fix_trace.json"])
+def test_real_traces_stream_the_same_in_windows(name, tmp_path, monkeypatch):
+    from pathlib import Path
+    from traceconv.writers import perfetto as pw
+    trace = traceconv.load(Path(__file__).parent / "fixtures" / "kineto" / name)
+    nest(trace)
+    want = reference_stream(trace)
+    for size in (1, 7, 1000, 1 << 40):
+        assert windows_concatenated(trace, size) == want
+    traceconv.save(trace, tmp_path / "one.pftrace")
+    monkeypatch.setattr(pw, "_WINDOW", 5)        # many windows, each in steps of 3 events
+    monkeypatch.setattr(pw, "_STEP", 3)
+    traceconv.save(trace, tmp_path / "many.pftrace")
+    assert (tmp_path / "many.pftrace").read_bytes() == (tmp_path / "one.pftrace").read_bytes()

@@ -142,7 +142,7 @@ def _header_value(raw: Raw) -> Any:
             return None
 
 
-CHUNK_BYTES = 4 << 20       # the event array's text is read and scanned this much at a time
+CHUNK_BYTES = 2 << 20       # the event array's text is read and scanned this much at a time
 SCAN_ROWS = 1 << 16         # events scanned into columns at a time
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
 TRIM_BATCHES = 16           # the heap's free space goes back to the system every this many batches
@@ -1858,8 +1858,8 @@ class ChromeReader:
             bseq, eseq = np.arange(ns, dtype=np.int32), np.full(ns, -1, np.int32)
         col = (lambda a, t: np.frombuffer(a, t) if ns else np.zeros(0, t))
         return flows.bind(col(s.ts, np.int64), col(s.dur, np.int64), col(s.track, np.int32), bseq, eseq,
-                          q_track.astype(np.int32), q_ts.astype(np.int64), q_seq.astype(np.int64),
-                          q_enc.astype(np.bool_))
+                          q_track.astype(np.int32, copy=False), q_ts.astype(np.int64, copy=False),
+                          q_seq.astype(np.int64, copy=False), q_enc.astype(np.bool_, copy=False))
 
 
 def timed_ns(events: list[Event]) -> Iterator[int]:

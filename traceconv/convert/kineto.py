@@ -30,6 +30,7 @@ What it maps where:
 from __future__ import annotations
 
 import re
+from array import array
 from typing import Any, Iterator
 
 import msgspec
@@ -38,7 +39,7 @@ import orjson
 
 from ..errors import WarningCode
 from ..io import Source
-from ..model import Clock, Trace
+from ..model import ArgsColumn, Clock, Trace
 from ..schema import validate
 from ..schema.timeline import KinetoHeader
 from .chrome import ChromeReader, Document, Event, looks_like_own_output, looks_unix
@@ -74,7 +75,11 @@ class KinetoReader(ChromeReader):
 
     def __init__(self, source: Source | None = None, data: bytes | None = None) -> None:
         super().__init__(source, data)
-        self._memory: list[tuple[int, Any, bytes]] = []
+        # the [memory] events, for the memory counters made at the end: time, raw pid, args (a
+        # packed column, which spills to a file with the model's args: not a Python object each)
+        self._mem_ts = array("q")
+        self._mem_pid: list[Any] = []
+        self._mem_args = ArgsColumn()
 
     def on_header(self, header: dict[str, Any], doc: Document) -> None:
         if doc.is_array:
@@ -101,7 +106,9 @@ class KinetoReader(ChromeReader):
 
     def on_instant(self, ev: Event, ts: int, pid: Any, tid: Any) -> None:
         if ev.name == "[memory]" and len(ev.args):
-            self._memory.append((ts, pid, bytes(ev.args)))
+            self._mem_ts.append(ts)
+            self._mem_pid.append(pid)
+            self._mem_args.append(bytes(ev.args))
 
     def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: np.ndarray,
                     lens: np.ndarray) -> None:
@@ -111,11 +118,11 @@ class KinetoReader(ChromeReader):
         rows = np.flatnonzero((names == sid) & (lens > 0))
         if not len(rows):
             return
-        ends = np.cumsum(lens)
-        starts = ends - lens
-        raw = args.tobytes()
-        self._memory.extend(zip(ts[rows].tolist(), pid[rows].tolist(),
-                                (raw[a:b] for a, b in zip(starts[rows].tolist(), ends[rows].tolist()))))
+        self._mem_ts.frombytes(ts[rows].astype(np.int64).tobytes())
+        self._mem_pid.extend(pid[rows].tolist())
+        batch = ArgsColumn()
+        batch.extend_packed(args, lens)
+        self._mem_args.extend(batch.take(rows))
 
     def finish(self) -> None:
         self._devices()
@@ -143,11 +150,11 @@ class KinetoReader(ChromeReader):
                 p.sort_index = host_max + 1 + n
 
     def _memory_counters(self) -> None:
-        if not self._memory:
+        if not self._mem_pid:
             return
         trace = self.trace
         running: dict[tuple[Any, str], float] = {}     # devices whose events carry only "Bytes"
-        self._memory.sort(key=lambda m: m[0])           # stable: file order at one time
+        order = np.argsort(np.frombuffer(self._mem_ts, np.int64), kind="stable")  # file order at one time
         c_track: list[int] = []
         c_ts: list[int] = []
         c_val: list[float] = []
@@ -162,7 +169,7 @@ class KinetoReader(ChromeReader):
             return t
 
         c = trace.counters
-        for ts, pid, a in _decoded(self._memory):
+        for ts, pid, a in _decoded(order, self._mem_ts, self._mem_pid, self._mem_args):
             if len(c_ts) >= _MEMORY_BATCH:              # into the model a batch at a time
                 c.track.extend(c_track)
                 c.ts.extend(c_ts)
@@ -214,29 +221,31 @@ class KinetoReader(ChromeReader):
         if running:
             self.warn(WarningCode.NOTE, "[memory] events without 'Total Allocated' (older PyTorch): the "
                       "memory counter is the running sum of their 'Bytes' since the trace started")
-        self._memory = []
+        self._mem_ts, self._mem_pid, self._mem_args = array("q"), [], ArgsColumn()
 
 
 _MEMORY_ARGS = msgspec.json.Decoder(list[dict[str, Any]])
 _MEMORY_BATCH = 1 << 13
 
 
-def _decoded(memory: list[tuple[int, Any, bytes]]) -> Iterator[tuple[int, Any, Any]]:
-    """(ts, pid, args as a dict, or None if not JSON) of each [memory] event: one decode call per
-    batch of events, not one per event, and only a batch's dicts alive at a time."""
-    for lo in range(0, len(memory), _MEMORY_BATCH):
-        batch = memory[lo:lo + _MEMORY_BATCH]
+def _decoded(order: np.ndarray, ts: array, pid: list[Any], args: ArgsColumn) -> Iterator[tuple[int, Any, Any]]:
+    """(ts, pid, args as a dict, or None if not JSON) of each [memory] event, in ``order``: one
+    decode call per batch of events, not one per event, and only a batch's dicts alive at a time."""
+    for lo in range(0, len(order), _MEMORY_BATCH):
+        rows = order[lo:lo + _MEMORY_BATCH].tolist()
+        raw = [args[r] or b"{}" for r in rows]
+        args.forget()
         try:
-            decoded = _MEMORY_ARGS.decode(b"[" + b",".join(m[2] for m in batch) + b"]")
+            decoded = _MEMORY_ARGS.decode(b"[" + b",".join(raw) + b"]")
         except (msgspec.DecodeError, msgspec.ValidationError):
             decoded = []
-            for m in batch:
+            for r in raw:
                 try:
-                    decoded.append(orjson.loads(m[2]))
+                    decoded.append(orjson.loads(r))
                 except orjson.JSONDecodeError:
                     decoded.append(None)
-        for (ts, pid, _raw), a in zip(batch, decoded):
-            yield ts, pid, a
+        for r, a in zip(rows, decoded):
+            yield ts[r], pid[r], a
 
 
 def read(source: Source) -> Trace:

@@ -22,10 +22,9 @@ def _is_open(i, ts, seq, s_ts, s_dur, bseq, eseq):
 
 
 @jit
-def _bind(s_ts, s_dur, s_track, bseq, eseq, s_order, q_track, q_ts, q_seq, q_enc, q_order, out):
+def _bind(s_ts, s_dur, s_track, bseq, eseq, s_order, q_track, q_ts, q_seq, q_enc, q_order, out, stack):
     ns = len(s_order)
     nq = len(q_order)
-    stack = np.empty(max(ns, 1), np.int64)
     a = 0                      # the current track's slices: s_order[a:b]
     qi = 0
     while qi < nq:
@@ -84,10 +83,12 @@ def bind(s_ts: np.ndarray, s_dur: np.ndarray, s_track: np.ndarray, bseq: np.ndar
          q_track: np.ndarray, q_ts: np.ndarray, q_seq: np.ndarray, q_enc: np.ndarray) -> np.ndarray:
     """For each query point (track, ts, file position, whether it binds to the enclosing slice or
     to the next one), the slice index it binds to, or -1."""
-    s_order = np.lexsort((bseq, -s_dur, s_ts, s_track)).astype(np.int64)
-    q_order = np.lexsort((np.arange(len(q_ts)), q_seq, q_ts, q_track)).astype(np.int64)
+    s_order = np.lexsort((bseq, -s_dur, s_ts, s_track)).astype(np.int64, copy=False)
+    q_order = np.lexsort((np.arange(len(q_ts)), q_seq, q_ts, q_track)).astype(np.int64, copy=False)
     out = np.full(len(q_ts), -1, np.int64)
-    _bind(s_ts, s_dur, s_track, bseq, eseq, s_order, q_track, q_ts, q_seq, q_enc, q_order, out)
+    # the open slices of a track (indices): int32 while they fit, half the memory
+    stack = np.empty(max(len(s_ts), 1), np.int32 if len(s_ts) < 2**31 else np.int64)
+    _bind(s_ts, s_dur, s_track, bseq, eseq, s_order, q_track, q_ts, q_seq, q_enc, q_order, out, stack)
     return out
 
 

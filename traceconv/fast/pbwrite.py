@@ -1008,7 +1008,9 @@ def _encode(time, kind, index, lo, hi, last, js, ji, codes, seq_id, flags_value,
 
 
 class EventEncoder:
-    """Pass 2: packets of the writer's event stream, a step at a time.
+    """Pass 2: packets of the writer's event stream, a step at a time: ``stream`` is the
+    (time, kind, index) arrays of the events to encode, replaced between runs to go on with the
+    stream's next part.
 
     ``codes`` are the stream's kind values for (begin, end, instant, counter); names and categories
     are written as ``id + 1`` (a category id of 0 means none); ``uuids[track]`` is a track's uuid;
@@ -1018,9 +1020,9 @@ class EventEncoder:
     two threads.
     """
 
-    def __init__(self, *, time, kind, index, codes, seq_id, flags, uuids, slices, instants, counters,
-                 flows_out, flows_in, table, strings, chunk, last, fallback, pool=None):
-        self.stream = (time, kind, index)
+    def __init__(self, *, codes, seq_id, flags, uuids, slices, instants, counters,
+                 flows_out, flows_in, table, strings, chunk, last, fallback, pool=None, stream=None):
+        self.stream = stream          # (time, kind, index) of the events to encode: set before run()
         self.codes = np.asarray(codes, dtype=np.int64)
         self.seq_id, self.flags, self.uuids = seq_id, flags, uuids
         self.slices, self.instants, self.counters = slices, instants, counters

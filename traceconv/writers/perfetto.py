@@ -59,7 +59,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .. import __version__
 from ..fast import pbwrite
-from ..layout import BEGIN, COUNTER, END, INSTANT, event_stream
+from ..layout import BEGIN, COUNTER, END, INSTANT, event_windows, stream_length
 from ..model import Trace, TrackKind
 from ..progress import report
 
@@ -68,6 +68,7 @@ SEQ_CLOCK = 64            # the sequence's incremental clock (ids 64..127 are se
 _CHUNK = 1 << 20          # bytes written at a time
 _INTERNED_MAX = 1 << 20   # interned entries per packet, in bytes
 _STEP = 1 << 15           # events encoded per step (their annotations exist for that step only)
+_WINDOW = 1 << 16         # events per window of the sorted stream (layout.event_windows)
 _CACHE = 200_000          # Python-encoded arg values remembered (the cache starts over when full)
 INTERN_STRINGS = True     # repeated string values as DebugAnnotation.string_value_iid
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
@@ -384,12 +385,13 @@ def write(trace: Trace, out: BinaryIO) -> None:
 
 def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None:
     planned = pool.submit(ArgsPlan, trace) if pool is not None else None
-    time, kind, index = event_stream(trace)
+    windows = event_windows(trace, _WINDOW)
+    window = next(windows, None)             # the first window of the stream, sorted
     plan = planned.result() if planned is not None else ArgsPlan(trace)
-    total = len(time)
-    if total and int(time[0]) < 0:
+    total = stream_length(trace)
+    t0 = int(window[0][0]) if window is not None else 0       # the earliest time of all
+    if t0 < 0:
         raise ValueError("negative timestamps cannot be written to a Perfetto trace")
-    t0 = int(time[0]) if total else 0
     uuids = [t.id + 1 for t in trace.tracks]
     out.write(_header_packets(trace, uuids, t0).SerializeToString())
 
@@ -413,17 +415,24 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
         return [plan.python(col[r]) for r in rows.tolist()]
 
     enc = pbwrite.EventEncoder(
-        time=time, kind=kind, index=index, codes=(BEGIN, END, INSTANT, COUNTER), seq_id=SEQ_ID, flags=SEQ_NEEDS,
+        codes=(BEGIN, END, INSTANT, COUNTER), seq_id=SEQ_ID, flags=SEQ_NEEDS,
         uuids=np.asarray(uuids, np.int64),
         slices=(_col(s.track, np.int32), s_name, s_cat, plan.s_data, plan.s_off),
         instants=(_col(ins.track, np.int32), i_name, i_cat, plan.i_data, plan.i_off),
         counters=(_col(cnt.track, np.int32), _col(cnt.value, np.float64).view(np.uint64)),
         flows_out=_flow_lists(_col(flows.src, np.int64), n), flows_in=_flow_lists(_col(flows.dst, np.int64), n),
         table=plan.table, strings=plan.strings, chunk=_CHUNK, last=t0, fallback=fallback, pool=pool)
-    # the stream in steps: the annotations of a step's rows exist for that step only
-    for lo in range(0, total, _STEP):
-        report("writing Perfetto protobuf", lo, total)
-        for chunk in enc.run(lo, min(lo + _STEP, total)):
-            out.write(chunk)
-        s.args.forget()
-        ins.args.forget()
+    # the stream a window at a time, each in steps: the annotations of a step's rows exist for that
+    # step only
+    done = 0
+    while window is not None:
+        enc.stream = window
+        size = len(window[0])
+        for lo in range(0, size, _STEP):
+            report("writing Perfetto protobuf", done + lo, total)
+            for chunk in enc.run(lo, min(lo + _STEP, size)):
+                out.write(chunk)
+            s.args.forget()
+            ins.args.forget()
+        done += size
+        window = next(windows, None)
