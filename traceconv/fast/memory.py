@@ -16,6 +16,18 @@ import ctypes.util
 
 M_MMAP_THRESHOLD = -3
 _done = False
+_libc: "ctypes.CDLL | None | bool" = False      # False: not looked up yet; None: no C library
+
+
+def _c() -> "ctypes.CDLL | None":
+    """The C library, looked up once (``find_library`` runs a subprocess)."""
+    global _libc
+    if _libc is False:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        except OSError:
+            _libc = None
+    return _libc  # type: ignore[return-value]
 
 
 def give_back_freed_memory() -> None:
@@ -25,9 +37,10 @@ def give_back_freed_memory() -> None:
         return
     _done = True
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(M_MMAP_THRESHOLD, 1 << 20)
-    except (OSError, AttributeError):
+        libc = _c()
+        if libc is not None:
+            libc.mallopt(M_MMAP_THRESHOLD, 1 << 20)
+    except AttributeError:
         pass
 
 
@@ -35,7 +48,8 @@ def trim() -> None:
     """Give the heap's free space back to the system now (glibc's ``malloc_trim``): after a phase
     that freed many small blocks, ~30 MB after reading a million events.  A no-op elsewhere."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
+        libc = _c()
+        if libc is not None:
+            libc.malloc_trim(0)
+    except AttributeError:
         pass
