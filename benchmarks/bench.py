@@ -17,13 +17,15 @@ take (size_floor; past 10 MB of output estimated from a sample of the packets), 
 whether the 15 % target can be met at all on that input; the same convert from the .json.gz
 (baseline: gzip.decompress + json.loads, peak RSS against the uncompressed JSON's size); with
 --verify, how many complete events lost their own duration (traceconv and naive).  With more
-than one size: time and peak RSS per event, less the fixed start-up cost: a child that converts
-a 100-event trace (the imports, and loading the compiled kernels from numba's cache).  Then the
-merge of 8 ranks:
-time / json.loads of all eight files, CPU time / wall time (both cores used?), peak RSS of
-the main process and of its largest worker.  Last, a summary with one line per target: the
-figure, the target, and met / NOT MET (for the sizes, also the floor: whether the target is
-within reach of any faithful encoding).  --json saves all figures.
+than one size: time and peak RSS per event without the fixed start-up cost (the imports, and
+loading the compiled kernels from numba's cache), measured in a child that converts a 100-event
+trace first and then the real one ("warm" runs: its time, and its peak RSS above where it
+started).  Then the merge of 8 ranks: time / json.loads of all eight files, CPU time / wall
+time (both cores used?), peak RSS of the main process and of its largest worker.  Last, a
+summary with one line per target: the figure, the target, and met / NOT MET (for the sizes,
+also the floor: whether the target is within reach of any faithful encoding).  The time and
+memory targets are the issue's for its 1M-event trace: at smaller sizes, where the fixed cost
+of a process is most of the figure, they are shown as n/a.  --json saves all figures.
 """
 
 from __future__ import annotations
@@ -66,6 +68,18 @@ elif what == "jsonloads":
 elif what == "convert":
     import traceconv
     traceconv.convert(args[0], args[1])
+elif what == "warm":
+    # the growth of cost with size, without the fixed start-up cost: convert a tiny trace first
+    # (imports, kernels loaded), then time the real one and its peak above where it started
+    import traceconv
+    traceconv.convert(args[2], args[3])
+    with open("/proc/self/status") as f:
+        base = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")                    # VmHWM := VmRSS
+    t = time.perf_counter()
+    cpu0 = time.process_time()
+    traceconv.convert(args[0], args[1])
 elif what == "naive":
     sys.path.insert(0, %(here)r)
     import naive
@@ -81,7 +95,8 @@ cpu = time.process_time() - cpu0 + kids.ru_utime + kids.ru_stime
 # benchmark's own peak; VmHWM belongs to this process's address space alone
 with open("/proc/self/status") as f:
     hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "maxrss": hwm, "largest_worker_maxrss": kids.ru_maxrss * 1024}))
+print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "maxrss": hwm, "largest_worker_maxrss": kids.ru_maxrss * 1024,
+                  "above_start": hwm - base if what == "warm" else 0}))
 """
 
 
@@ -402,9 +417,9 @@ def main() -> None:
     print(f"machine: {machine}; median of {a.repeat} alternated run(s), each in a fresh process\n", flush=True)
     summary: list[dict] = []
 
-    def target(what: str, figure: str, goal: str, met: bool | None, note: str = "") -> None:
-        summary.append({"target": what, "figure": figure, "goal": goal,
-                        "verdict": "not checked" if met is None else "met" if met else "NOT MET", "note": note})
+    def target(what: str, figure: str, goal: str, met: bool | str | None, note: str = "") -> None:
+        verdict = "not checked" if met is None else met if isinstance(met, str) else "met" if met else "NOT MET"
+        summary.append({"target": what, "figure": figure, "goal": goal, "verdict": verdict, "note": note})
 
     tiny = ensure(DATA / "tiny_100.pt.trace.json", 100)
     startup = alternate({"startup": ("startup", tiny, DATA / "tiny_100.pftrace")}, a.repeat)["startup"]
@@ -424,10 +439,12 @@ def main() -> None:
               + (f"  ({r['note']})" if r["note"] else ""))
     missed = sum(r["verdict"] == "NOT MET" for r in summary)
     unchecked = sum(r["verdict"] == "not checked" for r in summary)
+    na = sum(r["verdict"] == "n/a" for r in summary)
     unreachable = sum("out of reach" in r["note"] for r in summary)
-    print(f"  {len(summary) - missed - unchecked} of {len(summary)} targets met, {missed} NOT MET"
+    print(f"  {len(summary) - missed - unchecked - na} of {len(summary) - na} targets met, {missed} NOT MET"
           + (f" ({unreachable} of them out of reach of any faithful encoding)" if unreachable else "")
-          + (f", {unchecked} not checked (add --verify)" if unchecked else ""))
+          + (f", {unchecked} not checked (add --verify)" if unchecked else "")
+          + (f"; {na} figures of sizes below the issue's trace shown, not judged" if na else ""))
     if a.json:
         Path(a.json).write_text(json.dumps({"machine": machine, "repeat": a.repeat, "startup": startup,
                                             "sizes": rows, "linear": linear, "merge": merge,
@@ -440,10 +457,14 @@ def measure_size(size: str, n: int, a: argparse.Namespace) -> dict:
     srcgz = ensure_gz(src)
     out, out_from_gz = DATA / f"out_{size}.pftrace", DATA / f"out_{size}_from_gz.pftrace"
     print(f"measuring {size}...", flush=True)
+    tiny = DATA / "tiny_100.pt.trace.json"
     m = alternate({"jsonloads": ("jsonloads", src), "convert": ("convert", src, out),
-                   "jsonloads_gz": ("jsonloads", srcgz), "convert_gz": ("convert", srcgz, out_from_gz)}, a.repeat)
+                   "jsonloads_gz": ("jsonloads", srcgz), "convert_gz": ("convert", srcgz, out_from_gz),
+                   "warm": ("warm", src, DATA / f"out_{size}_warm.pftrace", tiny, DATA / "tiny_100.pftrace")},
+                  a.repeat)
     row = {"size": size, "events": n, "input_bytes": src.stat().st_size, "input_gz_bytes": srcgz.stat().st_size,
-           **{f"{label}_{k}": v for label, fig in m.items() for k, v in fig.items() if k in ("seconds", "maxrss")},
+           **{f"{label}_{k}": v for label, fig in m.items() for k, v in fig.items()
+              if k in ("seconds", "maxrss", "above_start")},
            "pftrace_bytes": out.stat().st_size, "pftrace_gz_bytes": gzip_size(out)}
     # the .json.gz input should give the very same .pftrace; its sizes are measured either way
     same = out.read_bytes() == out_from_gz.read_bytes()
@@ -504,10 +525,17 @@ def report(r: dict) -> None:
 
 def size_targets(r: dict, target) -> None:
     s, inp = r["size"], r["input_bytes"]
-    x = r["convert_seconds"] / r["jsonloads_seconds"]
-    target(f"{s}: convert time / json.loads", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
-    x = r["convert_maxrss"] / inp
-    target(f"{s}: convert peak RSS / input", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
+    # The time and memory targets are set on the issue's trace of 1M events (272 MB). Below that the
+    # fixed cost of a process (~1 s and ~180 MB: Python, numpy, numba and LLVM, the kernels) is most
+    # of the figure; such sizes are measured for the growth per event, not judged on these two.
+    judged = r["events"] >= 1_000_000
+    small = "" if judged else "below the issue's 1M-event trace: the fixed start-up cost dominates"
+
+    def absolute(what: str, x: float) -> None:
+        target(f"{s}: {what}", f"{x:.2f} x", "<= 1.0 x", x <= 1.0 if judged else "n/a", small)
+
+    absolute("convert time / json.loads", r["convert_seconds"] / r["jsonloads_seconds"])
+    absolute("convert peak RSS / input", r["convert_maxrss"] / inp)
     floor = r["floor"]["floor"]["total"] / inp
     note = (f"floor {'~' if r['floor']['sample'] < 1 else ''}{100 * floor:.1f} %: "
             + ("out of reach" if floor > 0.15 else "not ruled out"))
@@ -515,10 +543,8 @@ def size_targets(r: dict, target) -> None:
     target(f"{s}: .pftrace / input", f"{100 * x:.1f} %", "<= 15 %", x <= 0.15, note)
     x = r["pftrace_gz_bytes"] / r["input_gz_bytes"]
     target(f"{s}: .pftrace.gz / gzip of the JSON", f"{x:.2f} x", "< 1.0 x", x < 1.0)
-    x = r["convert_gz_seconds"] / r["jsonloads_gz_seconds"]
-    target(f"{s}: .json.gz convert time / (gunzip + json.loads)", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
-    x = r["convert_gz_maxrss"] / inp
-    target(f"{s}: .json.gz convert peak RSS / JSON size", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
+    absolute(".json.gz convert time / (gunzip + json.loads)", r["convert_gz_seconds"] / r["jsonloads_gz_seconds"])
+    absolute(".json.gz convert peak RSS / JSON size", r["convert_gz_maxrss"] / inp)
     x = r["pftrace_from_gz_bytes"] / inp
     target(f"{s}: .json.gz: .pftrace / JSON size", f"{100 * x:.1f} %", "<= 15 %", x <= 0.15, note)
     x = r["pftrace_from_gz_gz_bytes"] / r["input_gz_bytes"]
@@ -531,20 +557,21 @@ def size_targets(r: dict, target) -> None:
 
 
 def growth(rows: list[dict], startup: dict, target) -> list[dict]:
-    """Time and peak RSS per event of convert (JSON input) at each size, less the start-up cost."""
-    print(f"\n== growth: convert of the JSON, less the fixed start-up cost (a child converting a 100-event trace: "
-          f"imports, compiled kernels loaded from the cache) "
-          f"({startup['seconds']:.2f} s, {startup['maxrss'] / MB:.0f} MB peak), subtracted from each size")
+    """Time and peak RSS per event of convert (JSON input) at each size, without the fixed start-up
+    cost: measured in a process that has already converted a tiny trace (the "warm" runs)."""
+    print(f"\n== growth: convert of the JSON in a process that has converted a 100-event trace first, so "
+          f"without the fixed start-up cost (imports, compiled kernels loaded from the cache: "
+          f"{startup['seconds']:.2f} s, {startup['maxrss'] / MB:.0f} MB peak in a process of its own)")
     out = []
     for r in sorted(rows, key=lambda r: r["events"]):
         out.append({"size": r["size"], "events": r["events"],
-                    "us_per_event": (r["convert_seconds"] - startup["seconds"]) / r["events"] * 1e6,
-                    "rss_bytes_per_event": (r["convert_maxrss"] - startup["maxrss"]) / r["events"]})
+                    "us_per_event": r["warm_seconds"] / r["events"] * 1e6,
+                    "rss_bytes_per_event": r["warm_above_start"] / r["events"]})
     first = out[0]
     for g in out:
         t, m = g["us_per_event"] / first["us_per_event"], g["rss_bytes_per_event"] / first["rss_bytes_per_event"]
         print(f"  {g['size']:>5}: {g['us_per_event']:.2f} µs per event ({t:.2f} x {first['size']}'s), "
-              f"{g['rss_bytes_per_event']:.0f} bytes of peak RSS per event ({m:.2f} x)")
+              f"{g['rss_bytes_per_event']:.0f} bytes of peak RSS above the start per event ({m:.2f} x)")
         if g is not first:
             # time flat: within ±25 % of the smallest size's; memory flat or falling (memory that
             # grows slower than the input is what the issue asks for), so at most +25 %
