@@ -111,12 +111,14 @@ def run_child(what: str, *args: str | Path) -> dict:
 
 def alternate(jobs: dict[str, tuple], repeat: int) -> dict[str, dict]:
     """Run every job once per round, in the given order, for ``repeat`` rounds (so a slow
-    moment of a noisy machine falls on all of them alike); the median of each figure per job."""
+    moment of a noisy machine falls on all of them alike); the median of each figure per job, and
+    of the time also the least (``least_seconds``: the run least disturbed by other work)."""
     runs: dict[str, list[dict]] = {label: [] for label in jobs}
     for _ in range(repeat):
         for label, (what, *args) in jobs.items():
             runs[label].append(run_child(what, *args))
-    return {label: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for label, rs in runs.items()}
+    return {label: {**{k: statistics.median(r[k] for r in rs) for k in rs[0]},
+                    "least_seconds": min(r["seconds"] for r in rs)} for label, rs in runs.items()}
 
 
 def parse_size(text: str) -> int:
@@ -464,7 +466,7 @@ def measure_size(size: str, n: int, a: argparse.Namespace) -> dict:
                   a.repeat)
     row = {"size": size, "events": n, "input_bytes": src.stat().st_size, "input_gz_bytes": srcgz.stat().st_size,
            **{f"{label}_{k}": v for label, fig in m.items() for k, v in fig.items()
-              if k in ("seconds", "maxrss", "above_start")},
+              if k in ("seconds", "maxrss", "above_start", "least_seconds")},
            "pftrace_bytes": out.stat().st_size, "pftrace_gz_bytes": gzip_size(out)}
     # the .json.gz input should give the very same .pftrace; its sizes are measured either way
     same = out.read_bytes() == out_from_gz.read_bytes()
@@ -558,14 +560,18 @@ def size_targets(r: dict, target) -> None:
 
 def growth(rows: list[dict], startup: dict, target) -> list[dict]:
     """Time and peak RSS per event of convert (JSON input) at each size, without the fixed start-up
-    cost: measured in a process that has already converted a tiny trace (the "warm" runs)."""
+    cost: measured in a process that has already converted a tiny trace (the "warm" runs).  The
+    time is the least of the runs: the sizes' run times differ 40-fold, and a 0.4 s run at 100k
+    varies by half on this shared machine (4.3-7.2 µs per event in one session), which a median of
+    three does not steady."""
     print(f"\n== growth: convert of the JSON in a process that has converted a 100-event trace first, so "
           f"without the fixed start-up cost (imports, compiled kernels loaded from the cache: "
-          f"{startup['seconds']:.2f} s, {startup['maxrss'] / MB:.0f} MB peak in a process of its own)")
+          f"{startup['seconds']:.2f} s, {startup['maxrss'] / MB:.0f} MB peak in a process of its own); "
+          f"time: the fastest of the runs")
     out = []
     for r in sorted(rows, key=lambda r: r["events"]):
         out.append({"size": r["size"], "events": r["events"],
-                    "us_per_event": r["warm_seconds"] / r["events"] * 1e6,
+                    "us_per_event": r["warm_least_seconds"] / r["events"] * 1e6,
                     "rss_bytes_per_event": r["warm_above_start"] / r["events"]})
     first = out[0]
     for g in out:
