@@ -104,35 +104,24 @@ def nest(trace: Trace) -> None:
 BEGIN, END, INSTANT, COUNTER = 0, 1, 2, 3
 
 
-def event_stream(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All events in the order a BEGIN/END writer must emit them.
-
-    Returns ``(time, kind, index)``: kind is BEGIN/END (index into slices),
-    INSTANT (into instants) or COUNTER (into counters).  Requires :func:`nest`.
-    Order: by time; at one time, ends of slices with a duration first (deepest
-    first), then begins in nesting order with each zero-length slice ended right
-    after its begin, then instants and counters.  The concatenation of
-    :func:`event_windows`.
-    """
-    parts = list(event_windows(trace, 1 << 62))
-    if len(parts) == 1:
-        return parts[0]
-    return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
-
-
 def stream_length(trace: Trace) -> int:
     return 2 * len(trace.slices) + len(trace.instants) + len(trace.counters)
 
 
 def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """:func:`event_stream` a window of time at a time, each of about ``size`` events: the events
-    whose time is in ``[a, b)``, sorted.  A window holds every event of its times, so each is sorted
-    on its own by the same keys and the windows follow one another: their concatenation is the
-    whole stream, while only one window's sort keys exist at a time (a million slices: ~35 MB
-    less at the peak than sorting the stream at once)."""
+    """All events in the order a BEGIN/END writer must emit them, a window of time at a time.
+
+    Yields ``(time, kind, index)`` of the events whose time is in ``[a, b)``, each window of about
+    ``size`` events: kind is BEGIN/END (index into slices), INSTANT (into instants) or COUNTER
+    (into counters).  Requires :func:`nest`.  Order: by time; at one time, ends of slices with a
+    duration first (deepest first), then begins in nesting order with each zero-length slice ended
+    right after its begin, then instants and counters.  A window holds every event of its times,
+    so each is sorted on its own by the same keys and the windows follow one another: their
+    concatenation is the whole stream, while only one window's sort keys exist at a time (a
+    million slices: ~35 MB less at the peak than sorting the stream at once)."""
     s = trace.slices
     if s.depth is None or len(s.depth) != len(s):
-        raise RuntimeError("layout.nest() must run before event_stream()")
+        raise RuntimeError("layout.nest() must run before event_windows()")
     n, ni, nc = len(s), len(trace.instants), len(trace.counters)
     total = 2 * n + ni + nc
     ts = _col(s.ts, np.int64)

@@ -18,7 +18,7 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
   events that use it;
 * slices as ``SLICE_BEGIN``/``SLICE_END`` pairs on strictly nested tracks
   (overlaps were moved to lanes by :func:`traceconv.layout.nest`), in the
-  order :func:`traceconv.layout.event_stream` gives;
+  order :func:`traceconv.layout.event_windows` gives;
 * every event name, category and debug-annotation name, and every repeated
   string value that takes fewer bytes as an iid, interned up front: in packets
   after the descriptors and before the first event;
