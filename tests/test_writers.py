@@ -296,9 +296,11 @@ def reference_stream(trace: Trace) -> list[tuple[int, int, int]]:
     """The writer's event order, spelled out: by time; at one time, ends of slices with a duration
     (deepest first), then begins in nesting order (track, start, longer first) with a zero-length
     slice's end right after its begin, then instants, then counters; input order last."""
-    from traceconv.layout import BEGIN, COUNTER, END, INSTANT, slice_order
+    from traceconv.layout import BEGIN, COUNTER, END, INSTANT
     s = trace.slices
-    pos = {int(i): k for k, i in enumerate(slice_order(trace))}
+    # nesting order: by track, start, longer first, input order (spelled out, not layout.slice_order)
+    nesting = sorted(range(len(s)), key=lambda i: (s.track[i], s.ts[i], -s.dur[i], i))
+    pos = {i: k for k, i in enumerate(nesting)}
     keys = []
     for i in range(len(s)):
         ts, dur, depth = s.ts[i], s.dur[i], s.depth[i]

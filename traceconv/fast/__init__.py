@@ -19,3 +19,13 @@ jit = numba.njit(cache=True, nogil=True, boundscheck=False)
 # small helpers of the kernels' innermost loops, inlined into their callers: a call that passes an
 # array costs two atomic reference-count operations, which in a per-byte loop cost more than the work
 inline = numba.njit(cache=True, nogil=True, boundscheck=False, inline="always")
+
+
+@inline
+def same_bytes(x, xo, y, yo, n):
+    """Whether ``x[xo:xo + n]`` and ``y[yo:yo + n]`` hold the same bytes (the kernels' table probes
+    and predictions)."""
+    for q in range(n):
+        if x[xo + q] != y[yo + q]:
+            return False
+    return True

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import inline, jit
+from . import inline, jit, same_bytes
 
 # status returned by scan()
 MORE = 0       # the text ended (possibly inside an event): call again from `pos` with more text
@@ -122,15 +122,8 @@ def _intern(b, lo, hi, table, hashes, off, store, count):
         e = table[j]
         if e < 0:
             break
-        if hashes[e] == h and off[e + 1] - off[e] == ln:
-            o = off[e]
-            same = True
-            for k in range(ln):
-                if store[o + k] != b[lo + k]:
-                    same = False
-                    break
-            if same:
-                return e
+        if hashes[e] == h and off[e + 1] - off[e] == ln and same_bytes(store, off[e], b, lo, ln):
+            return e
         j = (j + np.uint64(1)) & mask
     n = count[0]
     if 2 * (n + 1) > len(table) or off[n] + ln > len(store):

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import inline, jit
+from . import inline, jit, same_bytes
 
 VARINT, I64, LEN = 0, 1, 2
 # (message, field) -> (field number, wire type) of every field these kernels write
@@ -155,13 +155,7 @@ def _find(tmp, p, kind, slots, thash, tkind, toff, tdata):
         if e2 < 0:
             return -1, sl, h
         if thash[e2] == h and (tkind[e2] & 1) == kind and toff[e2 + 1] - toff[e2] == p:
-            s0 = toff[e2]
-            same = True
-            for q in range(p):
-                if tdata[s0 + q] != tmp[q]:
-                    same = False
-                    break
-            if same:
+            if same_bytes(tdata, toff[e2], tmp, 0, p):
                 return e2, sl, h
         sl = (sl + 1) & mask
 
@@ -398,12 +392,7 @@ def _collect(strings, data, off, r0, table, tmp):
                 p = toff[pe + 1] - s0
                 if i + p >= b or data[i + p] != 34:
                     continue
-                same = True
-                for q in range(p):
-                    if data[i + q] != tdata[s0 + q]:
-                        same = False
-                        break
-                if not same:
+                if not same_bytes(data, i, tdata, s0, p):
                     continue
                 j = i + p + 1
                 while j < b and (data[j] == 32 or data[j] == 10 or data[j] == 13 or data[j] == 9):
@@ -599,16 +588,10 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                         if pe >= 0 and tkind[pe] == kind:
                             s0 = toff[pe]
                             p = toff[pe + 1] - s0
-                            if i + p < b and data[i + p] == 34:
-                                same = True
-                                for q in range(p):
-                                    if data[i + q] != tdata[s0 + q]:
-                                        same = False
-                                        break
-                                if same:
-                                    ent = pe
-                                    src0 = s0
-                                    i += p + 1
+                            if i + p < b and data[i + p] == 34 and same_bytes(data, i, tdata, s0, p):
+                                ent = pe
+                                src0 = s0
+                                i += p + 1
                         if ent < 0:
                             ok, i, p = _decode(data, i, b, tmp)
                             if not ok:
