@@ -366,7 +366,8 @@ def summarize(traces: Trace | Sequence[Trace], by: str = "name", sort: str = "se
         ranked = chosen
     for what, n in filter_traces([t for _, t in ranked], window=window, drop_cat=drop_cat,
                                  min_dur=min_dur).items():
-        left_out[f"left out by {what}" if what.startswith("--") else what] = n
+        if what.startswith("--"):      # slices; not the instants, counters and flows it also drops
+            left_out[f"left out by {what}"] = n
     acc: dict[str, list[Any]] = {}
     rank_list: list[int] = []
     fp_any = False

@@ -235,7 +235,7 @@ def mark_profiler_spans(trace: Trace) -> int:
     spans = {p.id for p in trace.processes if p.raw_pid == "Spans"}
     n = 0
     for tr in trace.tracks:
-        if tr.process in spans and tr.kind is not TrackKind.COUNTER:
+        if tr.process in spans and tr.kind in (TrackKind.THREAD, TrackKind.ASYNC, TrackKind.LANE):
             tr.summary = "profiler"
             n += 1
     return n
