@@ -451,3 +451,14 @@ def test_cli_megengine_flops_and_bandwidth_columns(monkeypatch):
     head, first = r.stdout.splitlines()[:2]
     assert head == "name,count,total_ns,self_ns,avg_ns,share,computation,memory,flops,bandwidth"
     assert first.startswith("backward.ConvolutionBackwardFilterV2,1,1899000,1899000,")
+
+
+def test_out_of_range_numbers_in_aggregate_args_do_not_overflow():
+    t = traceconv.Trace("test")
+    t.meta.synthesized = True
+    th = t.thread(t.process(1, "p"), 1, "main")
+    t.add_slice(th.track, 0, 100, "huge", args=b'{"value_s":1e26,"count":18446744073709551615,"self_s":1e300}')
+    t.add_slice(th.track, 0, 50, "inner", args={"value_s": 4e-8})
+    rows = {r.key: r for r in summarize(t).rows}
+    assert (rows["huge"].count, rows["huge"].total_ns, rows["huge"].self_ns) == (2**62, 2**62, 2**62)
+    assert (rows["inner"].total_ns, rows["inner"].self_ns) == (40, 40)

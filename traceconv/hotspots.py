@@ -159,6 +159,14 @@ def _number(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+_BIG = 2**62          # a file's number past this (1e26 s) is taken as this, not an overflow
+
+
+def _ns(seconds: float) -> int:
+    ns = seconds * 1e9
+    return _BIG if ns >= _BIG else -_BIG if ns <= -_BIG else round(ns)
+
+
 _FOOTPRINT = re.compile(rb'"(?:computation|memory)"\s*:')
 
 
@@ -204,15 +212,15 @@ def _per_slice(trace: Trace, include_profiler_spans: bool, left_out: dict[str, i
             a = orjson.loads(raw)
             c = a.get("count")
             if isinstance(c, int) and not isinstance(c, bool) and c >= 0:
-                count[i] = c
+                count[i] = min(c, _BIG)
             t = _number(a.get("total_s"))
             if t is None:
                 t = _number(a.get("value_s"))
             if t is not None and t >= 0:
-                total[i] = round(t * 1e9)
+                total[i] = _ns(t)
             v = _number(a.get("self_s"))
             if v is not None:
-                given_self[i] = round(v * 1e9)
+                given_self[i] = _ns(v)
     has = parent >= 0
     # a node's own time: its total less the time drawn for the nodes nested in it (an aggregate
     # node drawn longer than its printed total to hold its children has none)
