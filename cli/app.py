@@ -193,8 +193,9 @@ def summary(
         False, "--include-profiler-spans",
         help="Count the profiler's own window spans (PyTorch Profiler (0)), left out by default."),
     ranks: Optional[str] = typer.Option(None, "--ranks", help="Keep only these ranks, e.g. 0-3,7."),
-    window: Optional[str] = typer.Option(None, "--window", help="Keep a time range (1.5s:2s from the start) "
-                                                                "or the span of a named slice (ProfilerStep#4)."),
+    window: Optional[str] = typer.Option(None, "--window", help="Keep the slices that overlap a time range "
+                                                                "(1.5s:2s from each input's start) or the "
+                                                                "span of a named slice (ProfilerStep#4)."),
     min_dur: Optional[str] = typer.Option(None, "--min-dur", help="Leave out slices shorter than this (5us)."),
     drop_cat: list[str] = typer.Option([], "--drop-cat", help="Leave out a category (python_function)."),
 ) -> None:
