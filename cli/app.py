@@ -189,42 +189,73 @@ def summary(
     top: Optional[int] = typer.Option(20, "--top", help="Show the first N rows (0: all)."),
     fmt: str = typer.Option("table", "--format", help="table, csv or json."),
     from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
+    include_profiler_spans: bool = typer.Option(
+        False, "--include-profiler-spans",
+        help="Count the profiler's own window spans (PyTorch Profiler (0)), left out by default."),
+    ranks: Optional[str] = typer.Option(None, "--ranks", help="Keep only these ranks, e.g. 0-3,7."),
+    window: Optional[str] = typer.Option(None, "--window", help="Keep the slices that overlap a time range "
+                                                                "(1.5s:2s from each input's start) or the "
+                                                                "span of a named slice (ProfilerStep#4)."),
+    min_dur: Optional[str] = typer.Option(None, "--min-dur", help="Leave out slices shorter than this (5us)."),
+    drop_cat: list[str] = typer.Option([], "--drop-cat", help="Leave out a category (python_function)."),
 ) -> None:
     """Where did the time go: hotspots by name, category, thread, process or rank.
+
+    By name, total sums the calls' durations; by category, thread, process or rank it is the
+    time the group's slices cover, counted once.  Each call is counted once (a call a producer
+    writes twice, e.g. MXNet's operator track or MegEngine's host times, is left out), and so is
+    the profiler's own window unless --include-profiler-spans.
 
     traceconv summary rank0.pt.trace.json.gz rank1.pt.trace.json.gz --by name --top 10
     """
     try:
         if fmt not in ("table", "csv", "json"):
             raise traceconv.TraceconvError(f"unknown --format '{fmt}'; choose table, csv or json")
+        if top is not None and top < 0:
+            raise traceconv.TraceconvError(f"--top {top}: give a number of rows, or 0 for all")
         with stage_progress(False):
             traces = [traceconv.load(p, from_) for p in inputs]
-            result = summ.summarize(traces, by=by, sort=sort, top=top or None)
+            result = summ.summarize(traces, by=by, sort=sort, top=top or None,
+                                    include_profiler_spans=include_profiler_spans, ranks=ranks,
+                                    window=window, drop_cat=drop_cat, min_dur=min_dur)
     except traceconv.TraceconvError as e:
         raise fail(e) from None
+    note = result.left_out_text()
     if fmt == "json":
         sys.stdout.write(result.to_json().decode() + "\n")
         return
     if fmt == "csv":
         sys.stdout.write(result.to_csv())
+        if note:
+            err.print(f"not counted: {note}", markup=False, soft_wrap=True)
         return
     multi = len(result.ranks) > 1
     synthesized = any(t.meta.synthesized for t in traces)
     t = Table(title=f"{', '.join(str(p) for p in inputs)} — by {by}"
-                    + (" (synthesized timeline: file totals)" if synthesized else ""))
+                    + (" (synthesized timeline: file totals)" if synthesized else ""),
+              caption=("total: the time the group's slices cover, counted once" if result.total_is_union
+                       else None))
     t.add_column(by, overflow="fold", max_width=60)
     for col in ("count", "total", "self", "avg", "self %"):
         t.add_column(col, justify="right")
+    footprint = result.footprint
+    if footprint:
+        t.add_column("FLOPS", justify="right")
+        t.add_column("bandwidth", justify="right")
     if multi:
         t.add_column("slowest rank", justify="right")
     for r in result.rows:
         cells = [r.key, f"{r.count:,}", summ.fmt_ns(r.total_ns), summ.fmt_ns(r.self_ns),
                  summ.fmt_ns(r.avg_ns), f"{100 * r.share:.1f}"]
+        if footprint:
+            cells += [summ.fmt_rate(r.flops, "FLOPS", 1000), summ.fmt_rate(r.bandwidth, "iB/s", 1024)]
         if multi:
             st = r.straggler()
             cells.append(f"{st[0]} (x{st[1]:.2f})" if st else "")
         t.add_row(*cells)
     out.print(t)
+    if note:
+        out.print(f"not counted: {note}", markup=False, soft_wrap=True)
 
 
 @app.command("validate")

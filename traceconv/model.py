@@ -356,6 +356,11 @@ class Track:
     unit: str | None = None     # COUNTER: unit name (e.g. "bytes"); None = plain number
     series: str | None = None   # COUNTER: the arg key of a Chrome "C" event, if it came from one
     sort_index: int | None = None
+    # How ``traceconv summary`` counts this track's slices (its lanes follow it): None = counted;
+    # "mirror" = the same calls as slices counted on other tracks (MXNet's operator b/e, MegEngine's
+    # host times): never counted; "profiler" = the profiler's own window (PyTorch's "PyTorch
+    # Profiler (0)"): left out unless asked for.  Writers ignore it.
+    summary: str | None = None
 
 
 class SliceTable:

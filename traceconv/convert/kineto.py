@@ -9,7 +9,9 @@ What it maps where:
   stream, thread ``"stream 7 "``) is its own process named ``GPU n`` after its ``process_labels``,
   with the host process name kept as a second label, and sorted after the host processes.  The
   string pids ``"Spans"`` (the profiling window, tid = span name), ``"Traces"`` and ``""``
-  (``Iteration Start`` / ``Record Window End``, global instants) are kept as Perfetto shows them.
+  (``Iteration Start`` / ``Record Window End``, global instants) are kept as Perfetto shows them;
+  the ``"Spans"`` tracks are marked as the profiler's own window (``Track.summary``), which
+  ``traceconv summary`` leaves out unless asked.
 * Flows: ``ac2g`` (CPU launch → GPU kernel), ``fwdbwd`` (forward op → backward op) and the legacy
   ``async_cpu_to_gpu`` are v1 flows between the slices they bind to; flow ends whose start is not
   in the window (kineto writes many) are counted.
@@ -39,7 +41,7 @@ import orjson
 
 from ..errors import WarningCode
 from ..io import Source
-from ..model import ArgsColumn, Clock, Trace
+from ..model import ArgsColumn, Clock, Trace, TrackKind
 from ..schema import validate
 from ..schema.timeline import KinetoHeader
 from .chrome import ChromeReader, Document, Event, looks_like_own_output, looks_unix
@@ -127,6 +129,7 @@ class KinetoReader(ChromeReader):
     def finish(self) -> None:
         self._devices()
         self._memory_counters()
+        mark_profiler_spans(self.trace)
 
     def _devices(self) -> None:
         """GPU processes: named "GPU n", host name kept as a label, sorted after the host."""
@@ -222,6 +225,20 @@ class KinetoReader(ChromeReader):
             self.warn(WarningCode.NOTE, "[memory] events without 'Total Allocated' (older PyTorch): the "
                       "memory counter is the running sum of their 'Bytes' since the trace started")
         self._mem_ts, self._mem_pid, self._mem_args = array("q"), [], ArgsColumn()
+
+
+def mark_profiler_spans(trace: Trace) -> int:
+    """The profiler's own window (``PyTorch Profiler (0)``, ``__cupti_profiler__ (-1)``: kineto
+    writes them at pid ``"Spans"``, one tid per span) spans everything it recorded: its tracks are
+    marked ``summary = "profiler"``, so ``traceconv summary`` leaves them out unless asked.
+    Returns the number of tracks marked."""
+    spans = {p.id for p in trace.processes if p.raw_pid == "Spans"}
+    n = 0
+    for tr in trace.tracks:
+        if tr.process in spans and tr.kind in (TrackKind.THREAD, TrackKind.ASYNC, TrackKind.LANE):
+            tr.summary = "profiler"
+            n += 1
+    return n
 
 
 _MEMORY_ARGS = msgspec.json.Decoder(list[dict[str, Any]])

@@ -11,7 +11,9 @@ type, its ``start``/``kern``/``end`` as written, its ``opr_footprint``
 profile_analyze computes them, ``flops`` = computation / time and
 ``bandwidth`` = memory / time with time = end - start on that track.  Every
 operator's device/host time (max over comp nodes/threads, as profile_analyze
-does), FLOPS and bandwidth are also in ``trace.meta.extra["summary_tables"]``.
+does), FLOPS and bandwidth are also in ``trace.meta.extra["summary_tables"]``.  The host tracks
+are marked as a mirror of the device tracks (``Track.summary``): ``traceconv summary`` counts an
+operator once, by its device time, as profile_analyze does.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ def read(source: Source) -> Trace:
 
     def thread_for(kind: str, where: str):
         th = trace.thread(proc, (kind, where), f"{kind} {_pretty(where)}", synthetic=True)
+        if kind == "host":   # the same calls as the device tracks: a summary counts device time
+            trace.tracks[th.track].summary = "mirror"
         return th
 
     # device tracks first, in first-seen order, then host threads

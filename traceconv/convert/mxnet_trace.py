@@ -11,6 +11,9 @@ What it maps where:
   they become ordinary slices of their thread, matched like ``B``/``E``.
 * Frames (``(`` / ``)``, category ``<domain>,frame``) → slices on a ``<domain> frames`` track of
   their process.  Markers (``n`` without ``id``, ``s`` = g/p/t) → instants with that scope.
+* Each operator call is written twice: ``B``/``E`` on its device slot and ``b``/``e`` on the
+  ``operator`` process.  Both are drawn; the ``operator`` process's tracks are marked as a mirror
+  (``Track.summary``), so a summary counts each call once, as MXNet's own aggregate does.
 * Counters → counter tracks (``Memory: cpu/0`` in bytes; C API call counts; user counters).
 * Time: absolute µs (``high_resolution_clock``, Unix epoch on Linux) → Unix ns; MXNet ≤1.1 wrote µs
   from profiler start → relative.
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+import numpy as np
 
 from ..io import Source
 from ..model import Trace, TrackKind
@@ -57,6 +62,40 @@ class MXNetReader(ChromeReader):
 
     def counter_unit(self, name: str) -> str | None:
         return "bytes" if name.startswith("Memory: ") else None
+
+    def finish(self) -> None:
+        mark_operator_mirror(self.trace)
+
+
+def mark_operator_mirror(trace: Trace) -> int:
+    """MXNet writes each operator call twice: ``B``/``E`` on its device slot (``cpu/0``: what its
+    aggregate table counts) and ``b``/``e`` on the ``operator`` category's process.  Both stay on
+    the timeline; the ``operator`` process's tracks are marked ``summary = "mirror"`` so that
+    ``traceconv summary`` counts each call once, as MXNet does.  Only when operator slices are
+    also on another process's tracks.  Returns the number of tracks marked."""
+    ops = [p.id for p in trace.processes if p.name == "operator" and not _is_device_slot(p.raw_pid)]
+    if not ops:
+        return 0
+    cat = trace.strings._ids.get("operator")
+    if cat is None:
+        return 0
+    s = trace.slices
+    mine = np.array([tr.process in ops for tr in trace.tracks], dtype=bool)
+    cats = np.frombuffer(s.cat, dtype=np.int32) if len(s) else np.zeros(0, np.int32)
+    tracks = np.frombuffer(s.track, dtype=np.int32) if len(s) else np.zeros(0, np.int32)
+    if not ((cats == cat) & ~mine[tracks]).any():
+        return 0
+    n = 0
+    for tr in trace.tracks:
+        if tr.process in ops and tr.kind in (TrackKind.THREAD, TrackKind.ASYNC, TrackKind.LANE):
+            tr.summary = "mirror"
+            n += 1
+    return n
+
+
+def _is_device_slot(raw_pid: Any) -> bool:
+    """The device slots are pids 0..N-1 (N = number of devices); categories have 64-bit hashes."""
+    return isinstance(raw_pid, int) and 0 <= raw_pid < 1 << 16
 
 
 def read(source: Source) -> Trace:
