@@ -20,6 +20,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape as rich_escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -255,6 +256,9 @@ def validate_(
 ) -> None:
     """Report what in a profile would hurt in a viewer; exit 0 if clean, 1 if not, 2 if unreadable.
 
+    A problem would hurt in a viewer (exit 1); a note is a known quirk of the producer (exit 0).
+    Each finding names a few of the events behind it (name, time from the first event, thread).
+
     traceconv validate rank0.pt.trace.json.gz
     """
     try:
@@ -266,12 +270,16 @@ def validate_(
         sys.stdout.write(report.to_json().decode() + "\n")
     else:
         verdict = "clean" if not report.problems else f"{len(report.problems)} problem(s)"
+        if report.notes:
+            verdict += f", {len(report.notes)} note(s) on known quirks of the producer"
         t = Table(title=f"{input} ({report.format}, {report.events:,} events): {verdict}", title_justify="left")
         for col in ("check", "verdict", "count", "detail"):
             t.add_column(col, justify="right" if col == "count" else "left", overflow="fold")
-        for f in sorted(report.findings, key=lambda f: (f.severity != check.PROBLEM, f.check)):
-            t.add_row(f.check, "[red]problem[/red]" if f.severity == check.PROBLEM else "info",
-                      f"{f.count:,}", f.message)
+        rank = {check.PROBLEM: 0, check.NOTE: 1}
+        for f in sorted(report.findings, key=lambda f: (rank.get(f.severity, 2), f.check)):
+            label = {check.PROBLEM: "[red]problem[/red]", check.NOTE: "[yellow]note[/yellow]"}.get(f.severity, "info")
+            detail = rich_escape(f.message) + "".join(f"\n  e.g. {rich_escape(x)}" for x in f.examples)
+            t.add_row(f.check, label, f"{f.count:,}", detail)
         out.print(t)
     raise typer.Exit(code=EXIT_PROBLEMS if report.problems else 0)
 
