@@ -30,7 +30,7 @@ from traceconv import progress, serve
 from traceconv import hotspots as summ
 from traceconv import validate as check
 from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped
-from traceconv.io import output_label, stream_fd
+from traceconv.io import output_label, refuse_binary_terminal, stream_fd
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -179,6 +179,12 @@ def merge(
     """
     if to_stream(output) and not to:
         to = traceconv.api.DEFAULT_STREAM_FORMAT
+    try:
+        binary = (to or "").lower() not in ("chrome-json", "json", "chrome") \
+            and not str(output).endswith((".json", ".json.gz"))
+        refuse_binary_terminal(output, binary)
+    except traceconv.TraceconvError as e:
+        raise fail(e) from None
     with progress_bar(quiet, "parsing") as bar:
         try:
             result = traceconv.merge(inputs, output, to_format=to, from_format=from_, ranks=ranks, rank_map=rank,

@@ -23,6 +23,7 @@ import traceconv
 from traceconv.errors import TraceconvError
 from traceconv.io import atomic_output
 
+import perfetto_oracle as tp
 from timeline import read_chrome_json, read_perfetto
 
 SOCCER = Path(__file__).parent / "fixtures" / "mlagents" / "python_SoccerTwos_run_logs_timers.json"
@@ -54,6 +55,20 @@ def test_dash_writes_perfetto_to_stdout_and_no_file_named_dash(tmp_path):
     assert b"wrote <stdout> (perfetto)" in r.stderr, "the summary goes to stderr, not into the trace"
     (tmp_path / "got.pftrace").write_bytes(r.stdout)
     assert len(read_perfetto(tmp_path / "got.pftrace").slices) == SLICES
+
+
+@tp.requires_trace_processor
+def test_what_a_fifo_reader_gets_loads_in_trace_processor(tmp_path):
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    traceconv.convert(SOCCER, fifo, to_format="perfetto")
+    reader.join(timeout=30)
+    (tmp_path / "got.pftrace").write_bytes(got[0])
+    tp.assert_loads(tmp_path / "got.pftrace")
+    assert tp.query(tmp_path / "got.pftrace", "select count(*) as n from slice") == [{"n": SLICES}]
 
 
 def test_dash_with_to_chrome_json_is_json_on_stdout(tmp_path):
