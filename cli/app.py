@@ -357,9 +357,34 @@ def _quiet_stdout() -> None:
         os.close(devnull)
 
 
+class _PipeGuard:
+    """sys.stdout, but a reader that went away is :class:`Stopped` (SIGPIPE: exit 141), which Typer
+    does not turn into exit 1 the way it does an EPIPE OSError."""
+
+    def __init__(self, stream):  # noqa: ANN001
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise Stopped(signal.SIGPIPE, "the reader of standard output went away") from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise Stopped(signal.SIGPIPE, "the reader of standard output went away") from None
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     """The ``traceconv`` command: every outcome is one of the documented exit codes."""
     _install_signal_handlers()
+    if sys.stdout is not None and not isinstance(sys.stdout, _PipeGuard):
+        sys.stdout = _PipeGuard(sys.stdout)  # type: ignore[assignment]
     try:
         app()
     except SystemExit:
@@ -367,6 +392,8 @@ def main() -> None:
     except Stopped as e:
         if e.signum == signal.SIGPIPE:
             _quiet_stdout()
+            with contextlib.suppress(Exception):
+                sys.stdout = sys.__stdout__
         else:
             name = signal.Signals(e.signum).name
             err.print(f"traceconv: {'interrupted' if e.signum == signal.SIGINT else 'stopped by ' + name}"

@@ -168,3 +168,12 @@ def test_exit_codes_of_user_errors_are_2(tmp_path):
     assert r.returncode == 2
     r = run("convert", "--no-such-option")
     assert r.returncode == 2
+
+
+def test_a_closed_stdout_is_exit_141_not_1():
+    """Typer turns an EPIPE into exit 1, the code of `validate` finding problems; traceconv says 141."""
+    p = subprocess.Popen([sys.executable, "-m", "traceconv", "formats"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.stdout.close()                       # before it prints anything (it takes a while to start)
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 141 and err == b""
