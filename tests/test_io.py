@@ -239,6 +239,19 @@ def test_a_write_error_midway_is_a_traceconv_error_and_no_temporary_file(tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_permission_denied_is_one_line_exit_3(tmp_path, monkeypatch):
+    """(Root ignores file modes, so the refusal is simulated where the temporary file is made.)"""
+    import tempfile
+
+    def refuse(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(TraceconvError) as e:
+        traceconv.convert(SOCCER, tmp_path / "o.json")
+    assert e.value.exit_code == EXIT_ENVIRONMENT
+    assert str(e.value) == f"{tmp_path / 'o.json'}: cannot write: Permission denied"
+
+
 def test_atomic_output_never_leaves_a_half_written_file(tmp_path):
     out = tmp_path / "o.json"
     out.write_bytes(b"previous")

@@ -2,8 +2,10 @@
 
 A :class:`TraceconvError` is raised for anything the *user* can fix: an unreadable
 file, a file of the wrong shape, an unknown format name, an output that would
-overwrite an input.  The CLI turns it into one line on stderr and exit code 2.
-Bugs are ordinary exceptions and keep their traceback.
+overwrite an input.  The CLI turns it into one line on stderr and its ``exit_code``: 2, or 3
+when the system refused a file operation (disk full, permission denied, read-only file system).
+Bugs are ordinary exceptions and keep their traceback (exit code 70).  A signal that stops the
+command raises :class:`Stopped` so that temporary files are removed (exit code 128 + signum).
 
 A conversion that cannot keep everything does not fail: it records a
 :class:`ConversionWarning` (a code, a message and a count) in a
