@@ -1,18 +1,26 @@
 """``traceconv``: a thin Typer app.  It parses arguments, calls the library, prints.
 
-User errors (:class:`traceconv.TraceconvError`) become one line on stderr and exit code 2.
+Exit codes (traceconv.errors): 0 done; 1 ``validate`` found problems; 2 a user error (one line
+on stderr: bad arguments, an unreadable or malformed input, a bad output name); 3 the system
+refused a file operation (one line: disk full, permission denied, read-only file system); 70 an
+internal error (a bug: traceback); 128 + N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129
+SIGHUP; 141 when the reader of standard output went away), temporary files removed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
+import traceback
 import webbrowser
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape as rich_escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -21,6 +29,8 @@ from traceconv import formats as registry
 from traceconv import progress, serve
 from traceconv import hotspots as summ
 from traceconv import validate as check
+from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped
+from traceconv.io import output_label, refuse_binary_terminal, stream_fd
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -52,7 +62,12 @@ app = typer.Typer(
 
 def fail(e: traceconv.TraceconvError) -> "typer.Exit":
     err.print(f"traceconv: error: {e}", markup=False, soft_wrap=True)
-    return typer.Exit(code=2)
+    return typer.Exit(code=e.exit_code)
+
+
+def to_stream(output: Path | str) -> bool:
+    """The output is standard output (or another open descriptor): messages go to stderr."""
+    return stream_fd(output) is not None
 
 
 def print_warnings(warnings: list) -> None:
@@ -111,7 +126,8 @@ def convert(
     input: Path = typer.Argument(..., metavar="INPUT", help="The profile to convert (.gz is detected by content)."),
     output: Path = typer.Option(..., "-o", "--output",
                                 help="Where to write: .json / .json.gz (Chrome JSON), "
-                                     ".pftrace / .perfetto-trace / .pb (Perfetto protobuf)."),
+                                     ".pftrace / .perfetto-trace / .pb (Perfetto protobuf), or - for "
+                                     "standard output (Perfetto unless --to says; not to a terminal)."),
     from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT",
                                         help="Input format, if detection guesses wrong: "
                                              + ", ".join(registry.reader_names()) + "."),
@@ -132,8 +148,9 @@ def convert(
     except traceconv.TraceconvError as e:
         raise fail(e) from None
     if not quiet:
-        out.print(f"wrote {output} ({result.output_format}) from {input} ({result.input_format}): "
-                  f"{result.counts()}", markup=False, soft_wrap=True)
+        (err if to_stream(output) else out).print(
+            f"wrote {output_label(output)} ({result.output_format}) from {input} ({result.input_format}): "
+            f"{result.counts()}", markup=False, soft_wrap=True)
         print_warnings(result.warnings)
 
 
@@ -142,7 +159,8 @@ def merge(
     inputs: list[str] = typer.Argument(..., metavar="INPUTS...",
                                        help="Trace files, folders or globs: one (or more) per rank."),
     output: Path = typer.Option(..., "-o", "--output", help="Where to write: .pftrace, .json, .json.gz, "
-                                                            "or .tar (a Perfetto merge archive)."),
+                                                            ".tar (a Perfetto merge archive), or - for "
+                                                            "standard output (Perfetto unless --to says)."),
     to: Optional[str] = typer.Option(None, "--to", "-t", metavar="FORMAT",
                                      help="perfetto, chrome-json or perfetto-archive (default: from the name)."),
     from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
@@ -159,6 +177,14 @@ def merge(
 
     traceconv merge traces/rank*.pt.trace.json.gz -o run.pftrace
     """
+    if to_stream(output) and not to:
+        to = traceconv.api.DEFAULT_STREAM_FORMAT
+    try:
+        binary = (to or "").lower() not in ("chrome-json", "json", "chrome") \
+            and not str(output).endswith((".json", ".json.gz"))
+        refuse_binary_terminal(output, binary)
+    except traceconv.TraceconvError as e:
+        raise fail(e) from None
     with progress_bar(quiet, "parsing") as bar:
         try:
             result = traceconv.merge(inputs, output, to_format=to, from_format=from_, ranks=ranks, rank_map=rank,
@@ -171,13 +197,14 @@ def merge(
     files = {r: [] for r in sorted({r for _, r, _ in result.files})}
     for path, r, how in result.files:
         files[r].append(f"{path} ({how})")
-    t = Table(title=f"wrote {result.output} ({result.output_format}): {result.slices} slices", title_justify="left")
+    t = Table(title=f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices",
+              title_justify="left")
     for col in ("rank", "file (rank from)", "alignment", "offset", "±"):
         t.add_column(col, justify="right" if col in ("rank", "offset", "±") else "left")
     for a in result.alignments:
         t.add_row(str(a.rank), "\n".join(files[a.rank]), f"{a.method}: {a.detail}", f"{a.offset_ns / 1e6:+.3f} ms",
                   "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
-    out.print(t)
+    (err if to_stream(output) else out).print(t)
     print_warnings(result.warnings)
 
 
@@ -266,6 +293,9 @@ def validate_(
 ) -> None:
     """Report what in a profile would hurt in a viewer; exit 0 if clean, 1 if not, 2 if unreadable.
 
+    A problem would hurt in a viewer (exit 1); a note is a known quirk of the producer (exit 0).
+    Each finding names a few of the events behind it (name, time from the first event, thread).
+
     traceconv validate rank0.pt.trace.json.gz
     """
     try:
@@ -277,14 +307,18 @@ def validate_(
         sys.stdout.write(report.to_json().decode() + "\n")
     else:
         verdict = "clean" if not report.problems else f"{len(report.problems)} problem(s)"
+        if report.notes:
+            verdict += f", {len(report.notes)} note(s) on known quirks of the producer"
         t = Table(title=f"{input} ({report.format}, {report.events:,} events): {verdict}", title_justify="left")
         for col in ("check", "verdict", "count", "detail"):
             t.add_column(col, justify="right" if col == "count" else "left", overflow="fold")
-        for f in sorted(report.findings, key=lambda f: (f.severity != check.PROBLEM, f.check)):
-            t.add_row(f.check, "[red]problem[/red]" if f.severity == check.PROBLEM else "info",
-                      f"{f.count:,}", f.message)
+        rank = {check.PROBLEM: 0, check.NOTE: 1}
+        for f in sorted(report.findings, key=lambda f: (rank.get(f.severity, 2), f.check)):
+            label = {check.PROBLEM: "[red]problem[/red]", check.NOTE: "[yellow]note[/yellow]"}.get(f.severity, "info")
+            detail = rich_escape(f.message) + "".join(f"\n  e.g. {rich_escape(x)}" for x in f.examples)
+            t.add_row(f.check, label, f"{f.count:,}", detail)
         out.print(t)
-    raise typer.Exit(code=1 if report.problems else 0)
+    raise typer.Exit(code=EXIT_PROBLEMS if report.problems else 0)
 
 
 @app.command("open")
@@ -300,6 +334,7 @@ def open_(
     traceconv open timers.json
     """
     try:
+        serve.check_port(port)
         with traceconv.open_in_ui(input, from_format=from_) as ready:
             def announce(url: str) -> None:
                 out.print(f"serving {ready.name} once on http://{serve.HOST}:{port}/ (Ctrl-C to stop)",
@@ -327,12 +362,88 @@ def list_formats() -> None:
     out.print(t)
 
 
+def _install_signal_handlers() -> None:
+    """SIGTERM, SIGHUP and SIGINT raise :class:`Stopped` in the main thread, so every ``finally``
+    runs (temporary outputs and folders removed) before the exit code 128 + signum.  A second
+    signal of the same kind kills at once.  Worker processes forked later die by the signal."""
+    main_pid = os.getpid()
+
+    def handler(signum: int, frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        if os.getpid() != main_pid:
+            os.kill(os.getpid(), signum)
+            return
+        raise Stopped(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        with contextlib.suppress(ValueError, OSError):   # not the main thread, or not on this OS
+            signal.signal(sig, handler)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: point fd 1 at /dev/null so the exit flush cannot fail."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+
+
+class _PipeGuard:
+    """sys.stdout, but a reader that went away is :class:`Stopped` (SIGPIPE: exit 141), which Typer
+    does not turn into exit 1 the way it does an EPIPE OSError."""
+
+    def __init__(self, stream):  # noqa: ANN001
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise Stopped(signal.SIGPIPE, "the reader of standard output went away") from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise Stopped(signal.SIGPIPE, "the reader of standard output went away") from None
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self._stream, name)
+
+
 def main() -> None:
+    """The ``traceconv`` command: every outcome is one of the documented exit codes."""
+    _install_signal_handlers()
+    if sys.stdout is not None and not isinstance(sys.stdout, _PipeGuard):
+        sys.stdout = _PipeGuard(sys.stdout)  # type: ignore[assignment]
     try:
         app()
+    except SystemExit:
+        raise
+    except Stopped as e:
+        if e.signum == signal.SIGPIPE:
+            _quiet_stdout()
+            with contextlib.suppress(Exception):
+                sys.stdout = sys.__stdout__
+        else:
+            name = signal.Signals(e.signum).name
+            err.print(f"traceconv: {'interrupted' if e.signum == signal.SIGINT else 'stopped by ' + name}"
+                      " (nothing half-written left behind)", markup=False)
+        sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        err.print("traceconv: interrupted")
+        err.print("traceconv: interrupted", markup=False)
         sys.exit(130)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(128 + signal.SIGPIPE)
+    except traceconv.TraceconvError as e:      # a command that let one through
+        err.print(f"traceconv: error: {e}", markup=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except Exception:
+        traceback.print_exc()
+        err.print("traceconv: internal error (a bug): please report it with the traceback above",
+                  markup=False)
+        sys.exit(EXIT_BUG)
 
 
 if __name__ == "__main__":

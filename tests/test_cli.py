@@ -150,3 +150,30 @@ def test_a_perfetto_trace_as_input_says_what_it_is(tmp_path):
     r = run("convert", renamed, "-o", tmp_path / "x.json")
     assert_one_line_error(r, "already a Perfetto protobuf trace", "traceconv open")
     assert "INPUT" in run("convert").stderr
+
+
+def test_merge_to_stdout_is_perfetto_and_its_table_goes_to_stderr(tmp_path):
+    ranks = Path(__file__).parent / "fixtures" / "multirank" / "gloo_2ranks"
+    r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(ranks), "-o", "-"], capture_output=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.iterdir()) == [], "no file named '-'"
+    assert b"wrote <stdout> (perfetto): 792 slices" in r.stderr
+    (tmp_path / "run.pftrace").write_bytes(r.stdout)
+    assert len(read_perfetto(tmp_path / "run.pftrace").slices) == 792
+
+
+def test_exit_codes_of_user_errors_are_2(tmp_path):
+    r = run("convert", SOCCER, "-o", tmp_path / "o.pftrace", "--from", "nope")
+    assert r.returncode == 2
+    r = run("convert", "--no-such-option")
+    assert r.returncode == 2
+
+
+def test_a_closed_stdout_is_exit_141_not_1():
+    """Typer turns an EPIPE into exit 1, the code of `validate` finding problems; traceconv says 141."""
+    p = subprocess.Popen([sys.executable, "-m", "traceconv", "formats"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.stdout.close()                       # before it prints anything (it takes a while to start)
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 141 and err == b""

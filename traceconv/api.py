@@ -13,7 +13,7 @@ from typing import Iterator, Sequence
 from . import formats as _formats
 from .fast import memory
 from .errors import ConversionWarning, TraceconvError, WarningCode
-from .io import atomic_output, open_source
+from .io import atomic_output, open_source, refuse_binary_terminal, stream_fd
 from .layout import nest
 from .model import Trace
 from .progress import report
@@ -47,10 +47,28 @@ def load(path: PathLike, format: str | None = None) -> Trace:
     return trace
 
 
+DEFAULT_STREAM_FORMAT = "perfetto"
+
+
+def output_format(path: PathLike, format: str | None = None) -> _formats.Format:
+    """The writer for ``path``: ``format`` if given, else from the name; ``-`` (standard output)
+    and ``/dev/stdout`` have no name to go by and get Perfetto's protobuf unless ``format`` says."""
+    if not format and stream_fd(path) is not None:
+        format = DEFAULT_STREAM_FORMAT
+    return _formats.for_output(path, format)
+
+
+def is_binary(fmt: _formats.Format) -> bool:
+    return fmt.name != "chrome-json"
+
+
 def save(trace: Trace, path: PathLike, format: str | None = None, *,
          inputs: Sequence[PathLike] = ()) -> None:
-    """Write ``trace`` to ``path`` atomically, in ``format`` or the one its name implies.
+    """Write ``trace`` to ``path`` in ``format`` or the one its name implies.
 
+    A regular file is written atomically (a temporary file renamed into place); ``-`` is standard
+    output (Perfetto's format unless ``format`` says; refused on a terminal); a device or FIFO
+    is written through; a symlink is followed (see :func:`traceconv.io.atomic_output`).
     ``.gz`` at the end of the name gzips the output.  Slices that overlap without
     nesting are first moved to extra tracks (counted in ``trace.diagnostics``).
 
@@ -61,11 +79,12 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
     >>> open(out, "rb").read(2) == b"\\x1f\\x8b"
     True
     """
-    fmt = _formats.for_output(path, format)
+    fmt = output_format(path, format)
     writer = fmt.load("writer")
+    refuse_binary_terminal(path, is_binary(fmt))
     report("laying out tracks", 0, None)
     nest(trace)
-    with atomic_output(path, inputs=inputs) as out:
+    with atomic_output(path, inputs=inputs, binary=is_binary(fmt)) as out:
         writer(trace, out)
 
 
@@ -92,9 +111,11 @@ def convert(input: PathLike, output: PathLike, *, from_format: str | None = None
             to_format: str | None = None, strict: bool = False) -> ConvertResult:
     """Convert one file to another format (``traceconv convert``).
 
-    With ``strict``, any lossy change is an error and nothing is written.
+    With ``strict``, any lossy change is an error and nothing is written.  ``output`` may be
+    ``-`` (standard output): see :func:`save`.
     """
-    out_fmt = _formats.for_output(output, to_format)   # fail on a bad output name before reading
+    out_fmt = output_format(output, to_format)   # fail on a bad output name before reading
+    refuse_binary_terminal(output, is_binary(out_fmt))
     trace = load(input, from_format)
     nest(trace)
     lossy = trace.diagnostics.lossy()

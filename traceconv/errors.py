@@ -2,8 +2,10 @@
 
 A :class:`TraceconvError` is raised for anything the *user* can fix: an unreadable
 file, a file of the wrong shape, an unknown format name, an output that would
-overwrite an input.  The CLI turns it into one line on stderr and exit code 2.
-Bugs are ordinary exceptions and keep their traceback.
+overwrite an input.  The CLI turns it into one line on stderr and its ``exit_code``: 2, or 3
+when the system refused a file operation (disk full, permission denied, read-only file system).
+Bugs are ordinary exceptions and keep their traceback (exit code 70).  A signal that stops the
+command raises :class:`Stopped` so that temporary files are removed (exit code 128 + signum).
 
 A conversion that cannot keep everything does not fail: it records a
 :class:`ConversionWarning` (a code, a message and a count) in a
@@ -19,16 +21,31 @@ from pathlib import Path
 from typing import Iterable
 
 
+# The exit codes of the ``traceconv`` command (see cli/app.py main()).
+EXIT_OK = 0              # done
+EXIT_PROBLEMS = 1        # ``validate`` found problems (nothing else exits 1)
+EXIT_USAGE = 2           # a user error: bad arguments, an unreadable or malformed input, a bad output name
+EXIT_ENVIRONMENT = 3     # the system refused a file operation: disk full, permission denied, read-only
+#                          file system, I/O error (nothing half-written is left behind)
+EXIT_BUG = 70            # an internal error (a bug: a traceback is printed); BSD's EX_SOFTWARE
+EXIT_SIGNAL_BASE = 128   # stopped by a signal: 128 + its number (SIGINT 130, SIGTERM 143, SIGHUP 129;
+#                          141 when the reader of standard output went away)
+
+
 class TraceconvError(Exception):
     """A problem with the user's input, arguments or output path.
 
     ``str(err)`` is the one-line message: ``<file>: <where>: <what is wrong>``.
+    ``exit_code`` is what the command exits with: :data:`EXIT_USAGE` (2) unless the
+    environment refused (:data:`EXIT_ENVIRONMENT`, 3: disk full, permission denied, ...).
     """
 
-    def __init__(self, message: str, *, path: str | Path | None = None, where: str | None = None):
+    def __init__(self, message: str, *, path: str | Path | None = None, where: str | None = None,
+                 exit_code: int = EXIT_USAGE):
         self.message = message
         self.path = str(path) if path is not None else None
         self.where = where
+        self.exit_code = exit_code
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
@@ -39,8 +56,19 @@ class TraceconvError(Exception):
     def with_path(self, path: str | Path) -> "TraceconvError":
         """The same error, naming ``path`` if it did not name a file yet."""
         if self.path is None:
-            return TraceconvError(self.message, path=path, where=self.where)
+            return TraceconvError(self.message, path=path, where=self.where, exit_code=self.exit_code)
         return self
+
+
+class Stopped(BaseException):
+    """A signal stopped the command (SIGTERM, SIGHUP, SIGINT), or the reader of its output went away
+    (SIGPIPE).  A BaseException, like KeyboardInterrupt: every ``finally`` block runs on the way out
+    (temporary files removed) and no ``except Exception`` swallows it.  ``exit_code`` is 128 + signum."""
+
+    def __init__(self, signum: int, what: str = ""):
+        self.signum = signum
+        self.exit_code = EXIT_SIGNAL_BASE + signum
+        super().__init__(what or f"stopped by signal {signum}")
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -1,13 +1,34 @@
-"""Input sources (gzip detected by magic bytes) and atomic outputs.
+"""Input sources (gzip detected by magic bytes) and outputs to any target.
 
 Gzipped inputs are read with ISA-L's gunzip (``isal.igzip``, about 3x faster than the stdlib's
-zlib); outputs are still written with the stdlib's ``gzip``."""
+zlib); outputs are still written with the stdlib's ``gzip``.
+
+Where an output goes (:func:`atomic_output`):
+
+* ``-`` (and ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``): streamed to that file descriptor;
+  a binary format is refused when it is a terminal;
+* a new or regular file: written to a temporary file beside it and renamed into place, so it is
+  never seen half-written; an existing file keeps its permission bits;
+* a symlink: followed; its target is replaced the same way (or written through if it is not
+  a regular file);
+* an existing device or FIFO (``/dev/null``, ``mkfifo``): opened and written through, never
+  replaced;
+* never one of the inputs.
+
+An operating-system error (disk full, permission denied, read-only file system, ...) is one
+:class:`TraceconvError` naming the file, with ``exit_code`` 3; nothing half-written is left behind
+(on a stream, the reader has seen a prefix and the exit code says it is incomplete).  A reader of
+a pipe that goes away raises :class:`~traceconv.errors.Stopped` (SIGPIPE)."""
 
 from __future__ import annotations
 
 import contextlib
 import gzip
 import os
+import re
+import signal
+import stat
+import sys
 import tempfile
 import zlib
 from dataclasses import dataclass
@@ -16,7 +37,7 @@ from typing import BinaryIO, Iterator, Sequence
 
 from isal import igzip, isal_zlib
 
-from .errors import TraceconvError
+from .errors import EXIT_ENVIRONMENT, Stopped, TraceconvError
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_SIZE = 64 * 1024
@@ -74,7 +95,7 @@ def open_source(path: str | os.PathLike[str]) -> Source:
         with open(p, "rb") as f:
             magic = f.read(2)
     except OSError as e:
-        raise TraceconvError(f"cannot read: {e.strerror or e}", path=p) from None
+        raise environment_error(e, p, "cannot read") from None
     gz = magic == GZIP_MAGIC
     head = b""
     try:
@@ -101,6 +122,63 @@ def _salvage_gzip_head(p: Path) -> bytes:
             return b""
 
 
+STDOUT = "-"
+_FD_PATH = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
+
+
+def stream_fd(path: str | os.PathLike[str]) -> int | None:
+    """The file descriptor an output name stands for: ``-`` and ``/dev/stdout`` are 1,
+    ``/dev/stderr`` 2, ``/dev/fd/N`` N; None for an ordinary path."""
+    s = os.fspath(path)
+    if s in (STDOUT, "/dev/stdout"):
+        return 1
+    if s == "/dev/stderr":
+        return 2
+    m = _FD_PATH.fullmatch(s)
+    return int(m.group(1)) if m else None
+
+
+def output_label(path: str | os.PathLike[str]) -> str:
+    """How messages name an output: ``<stdout>`` for ``-``, else the path."""
+    return "<stdout>" if os.fspath(path) == STDOUT else os.fspath(path)
+
+
+def environment_error(e: OSError, path: str | os.PathLike[str], doing: str = "cannot write") -> TraceconvError:
+    """One line for an OSError the user's system raised (exit code 3)."""
+    what = e.strerror or str(e)
+    return TraceconvError(f"{doing}: {what}", path=output_label(path), exit_code=EXIT_ENVIRONMENT)
+
+
+def refuse_binary_terminal(path: str | os.PathLike[str], binary: bool) -> None:
+    """A binary output to a terminal is refused before any work is done."""
+    fd = stream_fd(path)
+    if not binary:
+        return
+    if fd is None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        if not stat.S_ISCHR(st.st_mode):
+            return
+        try:
+            tfd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            tty = os.isatty(tfd)
+        finally:
+            os.close(tfd)
+    else:
+        try:
+            tty = os.isatty(fd)
+        except OSError:
+            return
+    if tty:
+        raise TraceconvError("refusing to write a binary Perfetto trace to a terminal: redirect it "
+                             "(> run.pftrace), pipe it, or choose --to chrome-json", path=output_label(path))
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -114,40 +192,166 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+class _Stream:
+    """A write-only byte stream over a file descriptor that is not replaced (stdout, a FIFO, a
+    device).  Counts what it wrote (``tell()``: tarfile asks), and turns a reader that went away
+    into :class:`Stopped` (SIGPIPE) and any other OSError into a one-line TraceconvError."""
+
+    def __init__(self, fd: int, label: str, close: bool):
+        self.fd, self.label, self._close = fd, label, close
+        self.pos = 0
+        self.closed = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # noqa: ANN001 (bytes-like)
+        view = memoryview(data).cast("B")
+        n = len(view)
+        try:
+            while view:
+                k = os.write(self.fd, view)
+                view = view[k:]
+        except BrokenPipeError:
+            raise Stopped(signal.SIGPIPE, f"{self.label}: the reader went away") from None
+        except OSError as e:
+            raise environment_error(e, self.label) from None
+        self.pos += n
+        return n
+
+    def tell(self) -> int:
+        return self.pos
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self._close:
+                with contextlib.suppress(OSError):
+                    os.close(self.fd)
+
+
+class _Buffered:
+    """1 MiB of buffering in front of a :class:`_Stream` (the writers write many small pieces)."""
+
+    def __init__(self, raw: _Stream, size: int = 1 << 20):
+        self.raw, self.size = raw, size
+        self.buf = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # noqa: ANN001
+        self.buf += data
+        if len(self.buf) >= self.size:
+            self.flush()
+        return len(data)
+
+    def tell(self) -> int:
+        return self.raw.tell() + len(self.buf)
+
+    def flush(self) -> None:
+        if self.buf:
+            data, self.buf = bytes(self.buf), bytearray()
+            self.raw.write(data)
+
+    @property
+    def closed(self) -> bool:
+        return self.raw.closed
+
+
+@contextlib.contextmanager
+def _gzipped(raw, compress: bool) -> Iterator[BinaryIO]:  # noqa: ANN001
+    if compress:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) as gz:
+            yield gz  # type: ignore[misc]
+    else:
+        yield raw
+
+
+@contextlib.contextmanager
+def _write_through(fd: int, label: str, close: bool, compress: bool, binary: bool) -> Iterator[BinaryIO]:
+    try:
+        if binary and os.isatty(fd):
+            raise TraceconvError("refusing to write a binary Perfetto trace to a terminal: redirect it "
+                                 "(> run.pftrace), pipe it, or choose --to chrome-json", path=label)
+        buf = _Buffered(_Stream(fd, label, close))
+        try:
+            with _gzipped(buf, compress) as f:
+                yield f
+            buf.flush()
+        except OSError as e:
+            if isinstance(e, BrokenPipeError):
+                raise Stopped(signal.SIGPIPE, f"{label}: the reader went away") from None
+            raise environment_error(e, label) from None
+    finally:
+        if close:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.PathLike[str]] = (),
-                  compress: bool | None = None) -> Iterator[BinaryIO]:
-    """Write to a temporary file beside ``path`` and rename it into place on success.
+                  compress: bool | None = None, binary: bool = False) -> Iterator[BinaryIO]:
+    """A binary stream that ends up at ``path`` (see the module's docstring for each kind of target).
 
-    Never leaves a half-written file; refuses to overwrite one of ``inputs``.
-    ``compress`` (default: the name ends in ``.gz``) gzips what is written.
+    A regular file is written to a temporary file beside it and renamed into place on success:
+    never left half-written.  Refuses to overwrite one of ``inputs``.  ``compress`` (default: the
+    name ends in ``.gz``) gzips what is written.  ``binary`` outputs are refused on a terminal.
     """
     out = Path(path)
+    if compress is None:
+        compress = out.name.endswith(".gz") and os.fspath(path) != STDOUT
+    fd = stream_fd(path)
+    if fd is not None:
+        if fd == 1:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+        with _write_through(fd, output_label(path), False, compress, binary) as f:
+            yield f
+        return
     for i in inputs:
         if _same_file(out, Path(i)) or out.resolve() == Path(i).resolve():
             raise TraceconvError("refusing to overwrite an input file; choose another output name",
                                  path=out)
-    if out.is_dir():
+    try:
+        st: os.stat_result | None = os.stat(out)          # follows a symlink
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise environment_error(e, out) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise TraceconvError("the output is a directory", path=out)
-    parent = out.parent if str(out.parent) else Path(".")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        # a device or a FIFO (or a symlink to one): write through it, never replace it
+        try:
+            tfd = os.open(out, os.O_WRONLY | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            raise environment_error(e, out) from None
+        with _write_through(tfd, str(out), True, compress, binary) as f:
+            yield f
+        return
+    target = Path(os.path.realpath(out))                  # a symlink's target is what is replaced
+    parent = target.parent
     if not parent.is_dir():
         raise TraceconvError("the output's folder does not exist", path=out)
-    if compress is None:
-        compress = out.name.endswith(".gz")
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent)
+        tfd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     except OSError as e:
-        raise TraceconvError(f"cannot write: {e.strerror or e}", path=out) from None
+        raise environment_error(e, out) from None
     ok = False
     try:
-        with os.fdopen(fd, "wb") as raw:
-            if compress:
-                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0) as gz:
-                    yield gz  # type: ignore[misc]
-            else:
-                yield raw
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, out)
+        try:
+            with os.fdopen(tfd, "wb") as raw:
+                with _gzipped(raw, compress) as f:
+                    yield f
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except OSError as e:
+            raise environment_error(e, out) from None
         ok = True
     finally:
         if not ok:

@@ -1,7 +1,18 @@
 """What in a profile would hurt in a viewer (``traceconv validate``), without converting it.
 
 Each check is a :class:`Finding` with a severity: ``problem`` (the viewer will hide, cut,
-merge or misplace something, or will not load the file) or ``info``.  The checks:
+merge or misplace something, or will not load the file), ``note`` (a known quirk of the
+producer: harmless, or repaired by traceconv's outputs) or ``info``.  Only problems make
+``traceconv validate`` exit 1.  Each finding names a few of the events behind it
+(``examples``: name, time from the file's first event, thread).  The known quirks:
+
+* PyTorch/Kineto (and Composer's torch traces): flow events whose other end is not in the file
+  (a launch before the profiled window, a kernel after it, sync flows): viewers skip them;
+  Kineto's pid -1 and string pids;
+* MXNet: 64-bit hashes as pids/tids (traceconv's outputs give each its own number);
+* Sample Factory: ``nan``/``inf`` FPS and reward lines printed before the first window is full.
+
+The checks:
 
 * unmatched B/E events, flows with a missing end, events a viewer drops (unknown phases,
   async events without an id), truncated input -- as the reader counted them;
@@ -22,6 +33,7 @@ merge or misplace something, or will not load the file) or ``info``.  The checks
 from __future__ import annotations
 
 import os
+import re
 import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,7 +55,8 @@ PERFETTO_BYTES_PER_EVENT = 150
 ABSURD_NS = 7 * 24 * 3600 * 10**9
 TIME_BASE_GAP_NS = 30 * 24 * 3600 * 10**9
 
-PROBLEM, INFO = "problem", "info"
+PROBLEM, NOTE, INFO = "problem", "note", "info"
+EXAMPLES = 3
 AGGREGATE = ("mlagents", "mxnet-stats", "megengine-static", "sample-factory")
 _FROM_READER = {
     WarningCode.UNMATCHED_BEGIN: ("unmatched B/E", PROBLEM),
@@ -59,12 +72,34 @@ _FROM_READER = {
 }
 
 
+# (format, warning code, a word of the reader's message or "") -> why it is a known quirk (a note)
+QUIRKS: dict[tuple[str, WarningCode, str], str] = {
+    **{(fmt, WarningCode.UNRESOLVED_FLOW, ""): "PyTorch's profiler writes flow ends whose other end is not "
+       "in the file (a launch before the profiled window, a kernel after it, sync flows); viewers skip them"
+       for fmt in ("kineto", "composer")},
+    **{(fmt, WarningCode.REMAPPED_ID, ""): "Kineto writes pid -1 (and names as pids) for its own tracks; "
+       "traceconv's outputs number them" for fmt in ("kineto", "composer")},
+    ("mxnet", WarningCode.REMAPPED_ID, ""): "MXNet writes 64-bit hashes as pids/tids (a viewer reading the raw "
+                                             "file may merge them); traceconv's outputs give each its own number",
+    ("sample-factory", WarningCode.DROPPED_EVENT, "nan"): "Sample Factory prints nan FPS/reward until its first "
+                                                          "measurement window is full: nothing to draw",
+}
+
+
+def _quirk(fmt: str, code: WarningCode, message: str) -> str | None:
+    for (f, c, word), why in QUIRKS.items():
+        if f == fmt and c is code and word in message:
+            return why
+    return None
+
+
 @dataclass
 class Finding:
     check: str
     severity: str
     count: int
     message: str
+    examples: list[str] = field(default_factory=list)   # a few events behind it: name, time, thread
 
 
 @dataclass
@@ -77,6 +112,10 @@ class Report:
     @property
     def problems(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == PROBLEM]
+
+    @property
+    def notes(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == NOTE]
 
     def to_json(self) -> bytes:
         return orjson.dumps({"path": self.path, "format": self.format, "events": self.events,
@@ -112,25 +151,138 @@ class _Timed(msgspec.Struct, gc=False):
     ts: float | int | str | None = None
     pid: int | float | str | None = None
     tid: int | float | str | None = None
+    name: str | None = None
+    cat: str | None = None
+    id: int | str | float | None = None
+    args: dict[str, msgspec.Raw] | None = None
 
 
 _EVENTS = msgspec.json.Decoder(list[_Timed])
 _DOC = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
-def out_of_order(data: bytes) -> int | None:
-    """How many timed events come earlier than the one before them on the same thread, in file
-    order; None if the events cannot be decoded this way (the reader has said why)."""
+def _decode_events(data: bytes) -> list[_Timed] | None:
     try:
         h = data.lstrip()[:1]
         if h == b"[":
-            events = _EVENTS.decode(data)
-        else:
-            raw = _DOC.decode(data).get("traceEvents")
-            if raw is None:
-                return None
-            events = _EVENTS.decode(raw)
+            return _EVENTS.decode(data)
+        raw = _DOC.decode(data).get("traceEvents")
+        if raw is None:
+            return None
+        return _EVENTS.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _num(x: object) -> float | None:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return v if v == v and abs(v) != float("inf") else None
+
+
+KNOWN_PHASES = set("BEXIiCbenSTpFsftMPOND()RcVvAGLWwxy")
+
+
+class _Scan:
+    """Examples of the events behind the reader's counts, from the raw Chrome JSON events."""
+
+    def __init__(self, events: list[_Timed]):
+        self.threads: dict[tuple, str] = {}
+        self.procs: dict[object, str] = {}
+        times = [t for e in events if e.ph != "M" and (t := _num(e.ts)) is not None]
+        self.t0 = min(times) if times else 0.0
+        self.examples: dict[WarningCode, list[str]] = {}
+        for e in events:
+            if e.ph == "M" and e.args:
+                nm = e.args.get("name")
+                try:
+                    label = msgspec.json.decode(nm) if nm is not None else None
+                except msgspec.DecodeError:
+                    label = None
+                if isinstance(label, str):
+                    if e.name == "thread_name":
+                        self.threads[(e.pid, e.tid)] = label
+                    elif e.name == "process_name":
+                        self.procs[e.pid] = label
+        self._flows(events)
+        self._ids(events)
+        self._begin_end(events)
+        self._phases(events)
+
+    def where(self, e: _Timed) -> str:
+        t = _num(e.ts)
+        when = f"+{(t - self.t0) / 1e3:.3f} ms" if t is not None else "no time"
+        thread = self.threads.get((e.pid, e.tid))
+        who = f"pid {e.pid} tid {e.tid}" + (f" '{thread}'" if thread else "")
+        return f"'{e.name or ''}' ({e.ph}) at {when} on {who}"
+
+    def add(self, code: WarningCode, text: str) -> None:
+        got = self.examples.setdefault(code, [])
+        if len(got) < EXAMPLES:
+            got.append(text)
+
+    def _flows(self, events: list[_Timed]) -> None:
+        groups: dict[tuple, list[_Timed]] = {}
+        for e in events:
+            if e.ph in ("s", "t", "f") and e.id is not None:
+                groups.setdefault((e.cat, e.id), []).append(e)
+        for (cat, fid), es in groups.items():
+            phases = {e.ph for e in es}
+            if "s" not in phases or "f" not in phases:
+                missing = "start" if "s" not in phases else "end"
+                self.add(WarningCode.UNRESOLVED_FLOW, f"flow {cat} id {fid}: {self.where(es[0])}, no {missing}")
+
+    def _ids(self, events: list[_Timed]) -> None:
+        seen: set = set()
+        for e in sorted(events, key=lambda e: e.ph == "M"):     # timed events first
+            for what, v in (("pid", e.pid), ("tid", e.tid)):
+                if isinstance(v, (int, float)) and not 0 <= v < 2**31 and (what, v) not in seen:
+                    seen.add((what, v))
+                    self.add(WarningCode.REMAPPED_ID, f"{what} {v}: {self.where(e)}")
+
+    def _begin_end(self, events: list[_Timed]) -> None:
+        stacks: dict[tuple, list[_Timed]] = {}
+        order = sorted((e for e in events if e.ph in ("B", "E") and _num(e.ts) is not None),
+                       key=lambda e: _num(e.ts))  # type: ignore[arg-type, return-value]
+        for e in order:
+            st = stacks.setdefault((e.pid, e.tid), [])
+            if e.ph == "B":
+                st.append(e)
+            elif st:
+                st.pop()
+            else:
+                self.add(WarningCode.UNMATCHED_END, f"an end without a begin: {self.where(e)}")
+        for st in stacks.values():
+            for e in st:
+                self.add(WarningCode.UNMATCHED_BEGIN, f"a begin without an end: {self.where(e)}")
+
+    def _phases(self, events: list[_Timed]) -> None:
+        for e in events:
+            if e.ph not in KNOWN_PHASES:
+                self.add(WarningCode.UNKNOWN_PHASE, f"unknown phase: {self.where(e)}")
+
+
+_NAN_LINE = re.compile(r"\b(nan|inf)\b", re.IGNORECASE)
+
+
+def _log_examples(text: str) -> list[str]:
+    """Sample Factory: the log lines with a nan/inf FPS or reward."""
+    got = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if _NAN_LINE.search(line) and re.search(r"fps|reward", line, re.IGNORECASE):
+            got.append(f"line {n}: {line.strip()[:120]}")
+            if len(got) == EXAMPLES:
+                break
+    return got
+
+
+def out_of_order(data: bytes) -> int | None:
+    """How many timed events come earlier than the one before them on the same thread, in file
+    order; None if the events cannot be decoded this way (the reader has said why)."""
+    events = _decode_events(data)
+    if events is None:
         return None
     last: dict[tuple, float] = {}
     n = 0
@@ -149,42 +301,92 @@ def out_of_order(data: bytes) -> int | None:
     return n
 
 
+def _slice_examples(trace: Trace, idx: "np.ndarray | list[int]", t0: int) -> list[str]:
+    s = trace.slices
+    got = []
+    for i in list(idx)[:EXAMPLES]:
+        i = int(i)
+        track = trace.tracks[s.track[i]]
+        base = trace.tracks[track.parent] if track.parent is not None else track
+        got.append(f"'{trace.strings[s.name[i]]}' at +{(s.ts[i] - t0) / 1e6:.3f} ms on '{trace.track_label(base)}'"
+                   f" ({s.dur[i] / 1e6:.3f} ms)")
+    return got
+
+
 def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
     findings: list[Finding] = []
+    fmt = trace.meta.source_format
+    scan: _Scan | None = None
+    log_examples: list[str] = []
+    source = open_source(path) if path is not None else None
+    json_events = source is not None and fmt not in AGGREGATE and source.head.lstrip()[:1] in (b"{", b"[")
+    data = source.read_bytes() if json_events else None   # type: ignore[union-attr]
+    if data is not None:
+        events = _decode_events(data)
+        if events is not None:
+            scan = _Scan(events)
+    elif source is not None and fmt == "sample-factory" and trace.diagnostics:
+        log_examples = _log_examples(source.read_text())
+
     grouped: dict[tuple[str, str], list] = {}
+    why: dict[tuple[str, str], list[str]] = {}
     for w in trace.diagnostics.warnings:
         check, sev = _FROM_READER.get(w.code, ("other", INFO))
+        quirk = _quirk(fmt, w.code, w.message) if sev == PROBLEM else None
+        if quirk:
+            sev = NOTE
+            why.setdefault((check, sev), []).append(f"a known quirk: {quirk}")
         grouped.setdefault((check, sev), []).append(w)
     for (check, sev), ws in grouped.items():
-        findings.append(Finding(check, sev, sum(w.count for w in ws), "; ".join(w.message for w in ws)))
+        examples: list[str] = []
+        for w in ws:
+            if scan is not None:
+                examples += scan.examples.get(w.code, [])
+            elif fmt == "sample-factory" and "nan" in w.message:
+                examples += log_examples
+        msg = "; ".join(dict.fromkeys([w.message for w in ws] + why.get((check, sev), [])))
+        findings.append(Finding(check, sev, sum(w.count for w in ws), msg, list(dict.fromkeys(examples))[:EXAMPLES]))
+    tr = trace.time_range()
+    t0 = tr[0] if tr else 0
 
     before = {w.code: w.count for w in trace.diagnostics.warnings}
     nest(trace)
     moved = sum(w.count for w in trace.diagnostics.warnings if w.code is WarningCode.OVERLAP_LANES) \
         - before.get(WarningCode.OVERLAP_LANES, 0)
+    s = trace.slices
     if moved:
         tracks = sorted({trace.track_label(trace.tracks[t.parent]) for t in trace.tracks
                          if t.parent is not None and t.lane})
+        lane_tracks = np.array([t.id for t in trace.tracks if t.parent is not None and t.lane], dtype=np.int32)
+        on_lanes = np.flatnonzero(np.isin(np.frombuffer(s.track, dtype=np.int32), lane_tracks))
         findings.append(Finding("overlapping slices", PROBLEM, moved,
                                 "slices overlap others on their thread without nesting (Perfetto moves them to "
                                 "an overflow track or drops them; traceconv's outputs put them on 'overlap' "
-                                "tracks): " + ", ".join(tracks[:5]) + (" ..." if len(tracks) > 5 else "")))
-    s = trace.slices
+                                "tracks): " + ", ".join(tracks[:5]) + (" ..." if len(tracks) > 5 else ""),
+                                _slice_examples(trace, on_lanes, t0)))
     if len(s):
         dur = np.frombuffer(s.dur, dtype=np.int64)
         neg = int((dur < 0).sum())
         if neg:
-            findings.append(Finding("negative durations", PROBLEM, neg, "slices that end before they begin"))
+            findings.append(Finding("negative durations", PROBLEM, neg, "slices that end before they begin",
+                                    _slice_examples(trace, np.flatnonzero(dur < 0), t0)))
         absurd = int((dur > ABSURD_NS).sum())
         if absurd:
-            findings.append(Finding("absurd durations", PROBLEM, absurd, "slices longer than a week"))
+            findings.append(Finding("absurd durations", PROBLEM, absurd, "slices longer than a week",
+                                    _slice_examples(trace, np.flatnonzero(dur > ABSURD_NS), t0)))
     all_ts = np.concatenate([np.frombuffer(a, dtype=np.int64) for a in
                              (s.ts, trace.instants.ts, trace.counters.ts) if len(a)] or [np.zeros(0, np.int64)])
     tb = _time_bases(all_ts)
     if tb:
+        examples = []
+        if len(s):
+            sts = np.frombuffer(s.ts, dtype=np.int64)
+            order = np.argsort(sts, kind="stable")
+            if len(order):
+                examples = _slice_examples(trace, [order[0], order[-1]], t0)
         findings.append(Finding("mixed time bases", PROBLEM, min(tb[0], tb[1]),
                                 f"timestamps form two groups {tb[2] / 86400e9:.0f} days apart ({tb[0]} and "
-                                f"{tb[1]} events): relative and absolute times in one timeline?"))
+                                f"{tb[1]} events): relative and absolute times in one timeline?", examples))
     events = trace.event_count()
     if events > CHROME_MAX_EVENTS:
         findings.append(Finding("chrome://tracing limit", PROBLEM, events,
@@ -194,16 +396,15 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
     sev = PROBLEM if need > PERFETTO_TAB_BYTES else INFO
     findings.append(Finding("Perfetto UI memory", sev, events,
                             f"about {need / 2**20:,.0f} MB of the ~2 GB a browser tab can use"))
-    if path is not None:
+    if path is not None and source is not None:
         size = _content_size(path)
-        source = open_source(path)
-        if trace.meta.source_format not in AGGREGATE and source.head.lstrip()[:1] in (b"{", b"["):
-            late = out_of_order(source.read_bytes())
+        if data is not None:
+            late = out_of_order(data)
             if late:
                 findings.append(Finding("events out of order", INFO, late,
                                         "events that come earlier than the one before them on their thread "
                                         "(Perfetto and chrome://tracing sort them; a streaming reader would not)"))
-        if source.head.lstrip()[:1] in (b"{", b"["):
+        if source.head.lstrip()[:1] in (b"{", b"[") and fmt != "sample-factory":   # SF log lines start with [
             sev = PROBLEM if size > CHROME_MAX_BYTES else INFO
             findings.append(Finding("chrome://tracing size", sev, size,
                                     f"{size / 2**20:,.1f} MB of JSON (chrome://tracing's limit is about 256 MB)"))

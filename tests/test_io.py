@@ -1,0 +1,328 @@
+"""Outputs to any target, for real: standard output, a terminal, a symlink, a FIFO with a reader,
+/dev/null, /dev/full, a full and a read-only file system (tmpfs, when mounting is allowed), a
+SIGTERM sent to a running ``traceconv convert``; and the exit codes of each outcome."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+import traceconv
+from traceconv.errors import TraceconvError
+from traceconv.io import atomic_output
+
+import perfetto_oracle as tp
+from timeline import read_chrome_json, read_perfetto
+
+SOCCER = Path(__file__).parent / "fixtures" / "mlagents" / "python_SoccerTwos_run_logs_timers.json"
+SLICES = 25
+EXIT_ENVIRONMENT = 3                    # traceconv.errors.EXIT_ENVIRONMENT, spelled out
+
+
+def run(*args, cwd=None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "traceconv", *map(str, args)], capture_output=True,
+                          cwd=cwd, timeout=120, **kw)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def one_line(stderr: bytes) -> str:
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr.decode(), stderr.decode()
+    return lines[0]
+
+
+# -- standard output ------------------------------------------------------------------------------
+
+def test_dash_writes_perfetto_to_stdout_and_no_file_named_dash(tmp_path):
+    r = run("convert", SOCCER, "-o", "-", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.iterdir()) == [], "no file named '-' (or anything else) was written"
+    assert b"wrote <stdout> (perfetto)" in r.stderr, "the summary goes to stderr, not into the trace"
+    (tmp_path / "got.pftrace").write_bytes(r.stdout)
+    assert len(read_perfetto(tmp_path / "got.pftrace").slices) == SLICES
+
+
+@tp.requires_trace_processor
+def test_what_a_fifo_reader_gets_loads_in_trace_processor(tmp_path):
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    traceconv.convert(SOCCER, fifo, to_format="perfetto")
+    reader.join(timeout=30)
+    (tmp_path / "got.pftrace").write_bytes(got[0])
+    tp.assert_loads(tmp_path / "got.pftrace")
+    assert tp.query(tmp_path / "got.pftrace", "select count(*) as n from slice") == [{"n": SLICES}]
+
+
+def test_dash_with_to_chrome_json_is_json_on_stdout(tmp_path):
+    r = run("convert", SOCCER, "-o", "-", "--to", "chrome-json", "-q", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == b""
+    doc = orjson.loads(r.stdout)
+    assert sum(1 for e in doc["traceEvents"] if e["ph"] == "X") == SLICES
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dev_stdout_is_written_through_not_replaced(tmp_path):
+    with open(tmp_path / "redirected.json", "wb") as f:
+        r = subprocess.run([sys.executable, "-m", "traceconv", "convert", str(SOCCER), "-o", "/dev/stdout",
+                            "--to", "chrome-json", "-q"], stdout=f, stderr=subprocess.PIPE, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert len(read_chrome_json(tmp_path / "redirected.json").slices) == SLICES
+
+
+def test_binary_output_to_a_terminal_is_refused_json_is_not(tmp_path):
+    for to, code in (("perfetto", 2), ("chrome-json", 0)):
+        master, slave = pty.openpty()
+        try:
+            r = subprocess.run([sys.executable, "-m", "traceconv", "convert", str(SOCCER), "-o", "-", "--to", to],
+                               stdout=slave, stderr=subprocess.PIPE, timeout=120)
+        finally:
+            os.close(slave)
+            os.close(master)
+        assert r.returncode == code, (to, r.stderr)
+        if code:
+            line = one_line(r.stderr)
+            assert line.startswith("traceconv: error: <stdout>: refusing to write a binary Perfetto trace "
+                                   "to a terminal"), line
+
+
+def test_a_reader_that_goes_away_is_exit_141_without_traceback(tmp_path):
+    big = make_big_input(tmp_path, 20_000)
+    p = subprocess.Popen([sys.executable, "-m", "traceconv", "convert", str(big), "-o", "-", "--to", "json", "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.read(100)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 141, err
+    assert b"Traceback" not in err and b"Exception ignored" not in err
+
+
+# -- files that are not regular -------------------------------------------------------------------
+
+def test_symlink_is_followed_and_its_target_replaced(tmp_path):
+    real = tmp_path / "data" / "run.pftrace"
+    real.parent.mkdir()
+    real.write_bytes(b"old")
+    os.chmod(real, 0o640)
+    link = tmp_path / "latest.pftrace"
+    link.symlink_to(real)
+    traceconv.convert(SOCCER, link)
+    assert link.is_symlink() and os.readlink(link) == str(real), "the link is still a link"
+    assert len(read_perfetto(real).slices) == SLICES
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640, "the replaced file keeps its permissions"
+    assert leftovers(tmp_path) == [] and leftovers(real.parent) == []
+
+
+def test_dangling_symlink_creates_its_target(tmp_path):
+    link = tmp_path / "out.json"
+    link.symlink_to(tmp_path / "target.json")
+    traceconv.convert(SOCCER, link)
+    assert link.is_symlink() and len(read_chrome_json(tmp_path / "target.json").slices) == SLICES
+
+
+def test_symlink_to_an_input_is_refused(tmp_path):
+    src = tmp_path / "timers.json"
+    shutil.copy(SOCCER, src)
+    link = tmp_path / "out.json"
+    link.symlink_to(src)
+    with pytest.raises(TraceconvError, match="refusing to overwrite an input"):
+        traceconv.convert(src, link)
+    assert src.read_bytes() == SOCCER.read_bytes()
+
+
+def test_fifo_is_written_through_to_its_reader(tmp_path):
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    r = run("convert", SOCCER, "-o", fifo, "--to", "perfetto", "-q")
+    reader.join(timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO is still a FIFO"
+    (tmp_path / "got.pftrace").write_bytes(got[0])
+    assert len(read_perfetto(tmp_path / "got.pftrace").slices) == SLICES
+    assert leftovers(tmp_path) == []
+
+
+def test_dev_null_stays_a_device(tmp_path):
+    before = os.stat("/dev/null")
+    assert stat.S_ISCHR(before.st_mode)
+    r = run("convert", SOCCER, "-o", "/dev/null", "--to", "json", "-q")
+    assert r.returncode == 0, r.stderr
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev and after.st_ino == before.st_ino
+
+
+def test_symlink_to_a_device_is_written_through(tmp_path):
+    link = tmp_path / "sink.json"
+    link.symlink_to("/dev/null")
+    traceconv.convert(SOCCER, link)
+    assert link.is_symlink() and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+# -- the environment refuses ----------------------------------------------------------------------
+
+def test_dev_full_is_one_line_exit_3():
+    r = run("convert", SOCCER, "-o", "/dev/full", "--to", "json")
+    assert r.returncode == EXIT_ENVIRONMENT
+    assert one_line(r.stderr) == "traceconv: error: /dev/full: cannot write: No space left on device"
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 64 KiB tmpfs (root only); skipped where mounting is not allowed."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_disk_full_is_one_line_exit_3_and_leaves_nothing(tmpfs):
+    out = tmpfs / "big.json"
+    r = run("convert", SOCCER, "-o", out)           # ~20 KB: fits; then fill the disk
+    assert r.returncode == 0, r.stderr
+    (tmpfs / "filler").write_bytes(b"\0" * (64 * 1024 - out.stat().st_size - 4096 * 2))
+    before = out.read_bytes()
+    r = run("convert", SOCCER, "-o", out)
+    assert r.returncode == EXIT_ENVIRONMENT, r.stderr
+    assert one_line(r.stderr) == f"traceconv: error: {out}: cannot write: No space left on device"
+    assert out.read_bytes() == before, "the old output is untouched, not half-replaced"
+    assert leftovers(tmpfs) == []
+
+
+def test_read_only_file_system_is_one_line_exit_3(tmpfs):
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+    r = run("convert", SOCCER, "-o", tmpfs / "x.pftrace")
+    assert r.returncode == EXIT_ENVIRONMENT
+    assert one_line(r.stderr) == f"traceconv: error: {tmpfs / 'x.pftrace'}: cannot write: Read-only file system"
+
+
+def test_a_write_error_midway_is_a_traceconv_error_and_no_temporary_file(tmp_path, monkeypatch):
+    """ENOSPC from the file object itself (as a disk filling up mid-write gives it)."""
+    import io as _io
+
+    class Full(_io.BufferedWriter):
+        def write(self, b):
+            raise OSError(28, "No space left on device")
+
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode="r", *a, **k: Full(_io.FileIO(fd, "wb")))
+    out = tmp_path / "out.pftrace"
+    with pytest.raises(TraceconvError) as e:
+        traceconv.convert(SOCCER, out)
+    monkeypatch.setattr(os, "fdopen", real_fdopen)
+    assert e.value.exit_code == EXIT_ENVIRONMENT and str(e.value) == f"{out}: cannot write: No space left on device"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_permission_denied_is_one_line_exit_3(tmp_path, monkeypatch):
+    """(Root ignores file modes, so the refusal is simulated where the temporary file is made.)"""
+    import tempfile
+
+    def refuse(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(TraceconvError) as e:
+        traceconv.convert(SOCCER, tmp_path / "o.json")
+    assert e.value.exit_code == EXIT_ENVIRONMENT
+    assert str(e.value) == f"{tmp_path / 'o.json'}: cannot write: Permission denied"
+
+
+def test_atomic_output_never_leaves_a_half_written_file(tmp_path):
+    out = tmp_path / "o.json"
+    out.write_bytes(b"previous")
+    with pytest.raises(RuntimeError):
+        with atomic_output(out) as f:
+            f.write(b"half")
+            raise RuntimeError("the writer failed")
+    assert out.read_bytes() == b"previous" and leftovers(tmp_path) == []
+
+
+# -- signals ----------------------------------------------------------------------------------------
+
+def make_big_input(folder: Path, n: int) -> Path:
+    """A Chrome JSON trace of ``n`` nested slices with args (a few MB)."""
+    events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}}]
+    for i in range(n):
+        events.append({"ph": "X", "pid": 1, "tid": 1 + i % 4, "ts": i * 10, "dur": 8, "name": f"step {i % 97}",
+                       "cat": "c", "args": {"i": i, "text": "x" * 40}})
+    p = folder / "big.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    return p
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> Path:
+    return make_big_input(tmp_path_factory.mktemp("big"), 300_000)
+
+
+def test_sigterm_while_writing_cleans_up_and_exits_143(tmp_path, big):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    out = outdir / "big.json.gz"                      # gzip makes the writing phase last
+    p = subprocess.Popen([sys.executable, "-m", "traceconv", "convert", str(big), "-o", str(out), "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not leftovers(outdir) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert leftovers(outdir), "the temporary output appeared (the input is big enough to catch it)"
+    p.send_signal(signal.SIGTERM)
+    code = p.wait(timeout=60)
+    err = p.stderr.read().decode()
+    assert code == 143, err
+    assert err.strip() == "traceconv: stopped by SIGTERM (nothing half-written left behind)"
+    assert list(outdir.iterdir()) == [], "no .tmp file and no output left"
+
+
+def _fds(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+
+
+def test_sigterm_while_reading_exits_143(tmp_path, big):
+    p = subprocess.Popen([sys.executable, "-m", "traceconv", "convert", str(big), "-o", str(tmp_path / "o.pftrace"),
+                          "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60          # until it has the input open: the handlers are installed
+    while p.poll() is None and time.monotonic() < deadline and not any(
+            os.path.realpath(f"/proc/{p.pid}/fd/{fd}") == str(big) for fd in _fds(p.pid)):
+        time.sleep(0.005)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 143
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_internal_error_is_exit_70_with_its_traceback(tmp_path):
+    code = ("import sys, traceconv\n"
+            "traceconv.convert = lambda *a, **k: 1 / 0\n"
+            "from traceconv_cli.app import main\n"
+            f"sys.argv = ['traceconv', 'convert', {str(SOCCER)!r}, '-o', {str(tmp_path / 'o.json')!r}]\n"
+            "main()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 70
+    assert "ZeroDivisionError" in r.stderr and "internal error (a bug)" in r.stderr
