@@ -10,6 +10,13 @@ Nesting rule (the same one Perfetto applies to Chrome ``X`` events): slices of a
 track sorted by start, longer first on ties; a slice is inside the open slice
 ``p`` when ``p.start <= s.start`` and ``s.end <= p.end``; an open slice whose
 end is at or before ``s.start`` is closed first.
+
+Only the slices that cannot nest on their own track move, one by one: a slice
+stays on its track whenever it nests there, and what starts inside a moved slice
+is placed by the same rule (so it stays where it nests).  This is what Perfetto
+does with the ``X`` events of a JSON file (its overflow tracks, stat
+``slice_spill_overlapping_complete_event``): the same slices move, to the same
+depths.  :mod:`traceconv.fast.nesting` has the rule, compiled and in plain Python.
 """
 
 from __future__ import annotations
@@ -96,8 +103,9 @@ def nest(trace: Trace) -> None:
         names = sorted({trace.track_label(trace.tracks[t]) or "unnamed track" for t in moved})
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         trace.diagnostics.warn(WarningCode.OVERLAP_LANES,
-                  f"slices that overlap without nesting were moved to extra 'overlap' tracks "
-                  f"beside their own ({shown})", sum(moved.values()))
+                  f"slices that partially overlap another on their track (so cannot nest there) were "
+                  f"moved to 'overlap' lanes drawn with it; what nests stayed ({shown})",
+                  sum(moved.values()))
 
 
 # Kinds of events in the writer's merged stream.
