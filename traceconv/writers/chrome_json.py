@@ -6,12 +6,20 @@
 * Every slice is an ``X`` event.  Tracks that are not threads (overlap lanes,
   async tracks) become threads of their own in their process, named after the
   track, so that Perfetto and chrome://tracing show the same tracks as the
-  protobuf output.
+  protobuf output (and trace_processor the same slice table).
 * pids/tids are the model's: unique and within 0..2^31-1 (Perfetto's JSON
   importer turns anything else into 0).
 * Flows are written as v2 flows (``bind_id`` + ``flow_out``/``flow_in`` on the
-  slices themselves, which binds them exactly); a slice that takes part in more
-  than one flow gets v1 ``s``/``f`` events for the others.
+  slices themselves, which binds them exactly) where both slices take part in
+  that one link only; every other link (a fan-out's, a chain's) is a v1
+  ``s``/``f`` pair with an id of its own.  The bind_ids start at
+  :data:`V2_BIND_BASE`: trace_processor (v58.2) gives the v1 flows of a file
+  small numbers in the id space of the bind_ids (bind_id 1 joined the first v1
+  flow of perfetto_connected_flow_data.json), so small bind_ids would join
+  unrelated v1 flows.
+* Overlap lanes are threads of their own (a JSON thread cannot hold slices that
+  overlap without nesting), named ``<thread> (overlap N)``, with their thread's
+  sort index so that they sit beside it.
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ _CHUNK = 8192
 SYNTHETIC_TID_BASE = 2_000_000_000
 # Tracks that belong to no process (global tracks) are shown in a process of this name.
 GLOBAL_PROCESS_NAME = "Global"
+# v2 bind_ids from here: trace_processor numbers v1 flows (s/t/f) with small ids in the space of the
+# bind_ids, so small bind_ids would join v1 flows of the same file
+V2_BIND_BASE = 1 << 40
 
 
 def us(ns: int) -> str:
@@ -193,8 +204,8 @@ def write(trace: Trace, out: BinaryIO) -> None:
         # v2 binds in the order a viewer reads the events (by time, then file order): the source
         # slice must come first, or the flow_in finds no flow yet
         if ends[s] == 1 and ends[d] == 1 and (sts_[s], s) < (sts_[d], d):
-            v2_out[s] = i + 1
-            v2_in[d] = i + 1
+            v2_out[s] = V2_BIND_BASE + i
+            v2_in[d] = V2_BIND_BASE + i
         else:
             v1.append(i)
 
