@@ -146,3 +146,44 @@ def test_merge_keeps_every_fan_out_link_of_every_rank(tmp_path):
         select so.name as src, si.name as dst, count(*) as n from flow f
         join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in group by 1, 2 order by 1, 2""")
     assert names == [{**r, "n": 2 * r["n"]} for r in raw]
+
+
+# ---------------------------------------------------------------- the .pftrace's event order
+
+@tp.requires_trace_processor
+def test_a_flow_between_slices_that_begin_at_one_time_is_kept(tmp_path):
+    """A TrackEvent flow goes from the event read first: at one time the source's begin must come
+    before the destination's, whatever their tracks' order, and each track keeps its nesting."""
+    from traceconv.model import Trace
+    t = Trace("test")
+    p = t.process(1, "p")
+    a = t.thread(p, 1, "device")            # the destination's track comes first
+    b = t.thread(p, 2, "host")
+    q = t.add_slice(a.track, 100, 20, "Q")
+    d = t.add_slice(a.track, 100, 5, "D")    # inside Q, same start
+    t.add_slice(b.track, 100, 50, "P")
+    s = t.add_slice(b.track, 100, 10, "S")   # inside P, same start
+    c = t.thread(p, 3, "other")
+    r = t.add_slice(c.track, 100, 30, "R")
+    t.add_flow(s, d, "sync")
+    t.add_flow(r, s, "into")                 # S is a source and a destination at one time
+    nest(t)
+    traceconv.save(t, tmp_path / "o.pftrace")
+    traceconv.save(t, tmp_path / "o.json")
+    for out in (tmp_path / "o.pftrace", tmp_path / "o.json"):
+        tp.assert_loads(out)
+        assert [(r["src"], r["dst"]) for r in tp.query(out, FLOWS_SQL)] == [("R", "S"), ("S", "D")], out.name
+    depth = {r["name"]: r["depth"] for r in tp.query(tmp_path / "o.pftrace", "select name, depth from slice")}
+    assert depth == {"Q": 0, "D": 1, "P": 0, "S": 1, "R": 0}
+    assert q is not None
+
+
+@tp.requires_trace_processor
+def test_both_outputs_draw_every_link_of_the_model(tmp_path):
+    """HTA's critical-path sample: 15 of its syncs begin on the host and the device at the same
+    microsecond (the .pftrace drew 124 of the 139 links)."""
+    trace, outs = outputs(FIX / "kineto" / "hta_critical_path_simple_add_trace.json.gz", tmp_path)
+    assert len(trace.flows) == 139
+    pf, js = (tp.query(o, FLOWS_SQL) for o in outs)
+    assert len(pf) == 139 and pf == js
+

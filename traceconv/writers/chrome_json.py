@@ -109,9 +109,15 @@ class _Ids:
 
 
 class _FlowPoints:
-    """Where to put a v1 flow event so that it binds to its slice: a viewer binds it to the innermost
-    slice open on the track at that time, so the slice's start is ambiguous when a child (even one of
-    zero duration) begins there too; then the first ns of the slice that no child covers is used."""
+    """Where to put a v1 flow event so that it binds to its slice.  trace_processor binds an ``s``
+    or ``f`` (``bp:"e"``) to the slice on top of its track's stack, and pops ended slices only when
+    a slice begins: from a slice's begin until the next slice begins on its track (a child, a
+    sibling), the slice is the top, even after it ended.  chrome://tracing (and traceconv's reader)
+    take the innermost slice open at that time.  So the point is the slice's start, or ``lo`` (an
+    ``f`` goes no earlier than its ``s``: the file is read by time, and an ``f`` read first ends
+    nothing) when that is before both its end and the next begin on its track.  A slice whose child
+    begins at its very start has no such point; then the first ns that none of its children covers
+    is used, which only the innermost-open rule binds to it."""
 
     def __init__(self, trace: Trace) -> None:
         import numpy as np
@@ -122,13 +128,21 @@ class _FlowPoints:
         self.pos = np.empty_like(self.order)
         self.pos[self.order] = np.arange(len(self.order))
 
-    def at(self, i: int) -> int:
+    def at(self, i: int, lo: int | None = None) -> int:
         s = self.s
         start, end, track = s.ts[i], s.ts[i] + s.dur[i], s.track[i]
-        depth = s.depth[i] if s.depth is not None else 0
-        p = start
         k = int(self.pos[i]) + 1
         order = self.order
+        nxt = s.ts[int(order[k])] if k < len(order) and s.track[int(order[k])] == track else None
+        if nxt is None or nxt > start:
+            x = start if lo is None else max(start, lo)
+            if x == start or (x < end and (nxt is None or x < nxt)):
+                return x
+            return start
+        # a child begins at the slice's start: the first ns no child covers (from lo when that is
+        # inside the slice; an end earlier than its start -- clock skew -- is placed from the start)
+        depth = s.depth[i] if s.depth is not None else 0
+        p = start if lo is None or lo >= end else max(start, lo)
         while k < len(order):
             c = int(order[k])
             if s.track[c] != track or s.ts[c] > end:
@@ -137,7 +151,8 @@ class _FlowPoints:
                 break                      # a sibling: no more children
             if s.ts[c] > p:
                 break                      # a gap before this child
-            p = max(p, s.ts[c] + s.dur[c] + 1)
+            if s.ts[c] + s.dur[c] >= p:
+                p = s.ts[c] + s.dur[c] + 1
             k += 1
         return p if p == start or p < end else start
 
@@ -245,9 +260,14 @@ def write(trace: Trace, out: BinaryIO) -> None:
     for i in v1:
         fid = nflow + 1 + i
         name = jstr[f.name[i]] if f.name[i] else b'"flow"'
-        for ph, si in ((b"s", f.src[i]), (b"f", f.dst[i])):
+        at_src = point.at(f.src[i])
+        # (a destination that begins before its source keeps its own point: trace_processor draws
+        # such a link from neither this file nor the .pftrace, whose flow starts at the event read
+        # first, nor from the raw input)
+        lo = at_src if sts_[f.dst[i]] >= sts_[f.src[i]] else None
+        for ph, si, at in ((b"s", f.src[i], at_src), (b"f", f.dst[i], point.at(f.dst[i], lo))):
             emit(b'{"ph":"%s","id":%d,"name":%s,"cat":%s,"ts":%s,%s,"bp":"e"}'
-                 % (ph, fid, name, name, us(point.at(si) - base).encode(), where[strack[si]]))
+                 % (ph, fid, name, name, us(at - base).encode(), where[strack[si]]))
 
     # -- instants
     ins = trace.instants
