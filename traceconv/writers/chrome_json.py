@@ -19,7 +19,8 @@
   unrelated v1 flows.
 * Overlap lanes are threads of their own (a JSON thread cannot hold slices that
   overlap without nesting), named ``<thread> (overlap N)``, with their thread's
-  sort index so that they sit beside it.
+  sort index when it has one (trace_processor gives both outputs the same slice
+  table: a .pftrace lane is named the same).
 """
 
 from __future__ import annotations
