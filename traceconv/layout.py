@@ -57,7 +57,9 @@ def slice_order(trace: Trace) -> np.ndarray:
 
 
 def nest(trace: Trace) -> None:
-    """Assign overlapping slices to lanes and record each slice's depth.  Idempotent."""
+    """Move the slices that cannot nest on their track to its overlap lanes, and record each
+    slice's depth (on its lane) and parent (the innermost slice enclosing it on any lane of its
+    track: self times count what starts inside a moved slice as its child).  Idempotent."""
     s = trace.slices
     if s.depth is not None and len(s.depth) == len(s):
         return
