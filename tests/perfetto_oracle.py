@@ -36,12 +36,13 @@ PROBLEMS_SQL = ("select name, idx, severity, value from stats "
                 "where severity in ('error', 'data_loss') and value > 0 order by name, idx")
 
 # The slices as a viewer shows them, comparable across the .pftrace and the Chrome JSON of one
-# input: the owning process's and the track's (or thread's) names, times relative to the trace's
-# first slice, depth.
+# input: the owning process's and the track's (or, for a thread's own track, which has no name,
+# the thread's) names, times relative to the trace's first slice, depth.  (A track of a thread that
+# has a name of its own -- an overlap lane of the .pftrace -- shows that name.)
 SLICES_SQL = """
 select
   coalesce(p1.name, p2.name) as process,
-  coalesce(th.name, tr.name) as track,
+  coalesce(tr.name, th.name) as track,
   s.name as name, s.category as cat,
   s.ts - (select min(ts) from slice) as ts, s.dur as dur, s.depth as depth
 from slice s

@@ -180,9 +180,10 @@ def test_children_longer_than_their_parent_are_flagged_and_never_escape_it(tmp_p
     got = {s.name: (s.track, s.ts, s.dur, s.depth) for s in from_model(trace).slices}
     assert got == {"root": ("timers", 0, 10 * 10**9, 0),
                    "a": ("timers", 0, 6 * 10**9, 1),
-                   # b runs past root's end, so it moves to an overlap track with its child
+                   # b runs past root's end, so it alone moves to an overlap track; its child b1
+                   # nests in root, so it stays (the fewest slices moved)
                    "b": ("timers (overlap 1)", 6 * 10**9, 8 * 10**9, 0),
-                   "b1": ("timers (overlap 1)", 6 * 10**9, 3 * 10**9, 1)}
+                   "b1": ("timers", 6 * 10**9, 3 * 10**9, 1)}
     assert trace.slice_args(0)["children_exceed_total"] is True
     counts = {w.code.value: w.count for w in trace.diagnostics.warnings}
-    assert counts == {"children-exceed-parent": 1, "overlap-lanes": 2}
+    assert counts == {"children-exceed-parent": 1, "overlap-lanes": 1}

@@ -46,7 +46,9 @@ def test_the_overlaps_of_a_real_kineto_sample_are_flagged():
     assert r.returncode == 1
     found = {f["check"]: f for f in orjson.loads(r.stdout)["findings"]}
     assert found["overlapping slices"]["severity"] == "problem"
-    assert found["overlapping slices"]["count"] == 254
+    # the slices that partially overlap: what trace_processor spills from this file
+    # (slice_spill_overlapping_complete_event), not the 254 that moved when a subtree moved along
+    assert found["overlapping slices"]["count"] == 12
 
 
 X = {"ph": "X", "pid": 1, "tid": 1, "cat": "c"}

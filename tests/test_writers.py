@@ -294,12 +294,30 @@ def test_varints_are_what_protobuf_encodes(values):
 
 def reference_stream(trace: Trace) -> list[tuple[int, int, int]]:
     """The writer's event order, spelled out: by time; at one time, ends of slices with a duration
-    (deepest first), then begins in nesting order (track, start, longer first) with a zero-length
-    slice's end right after its begin, then instants, then counters; input order last."""
+    (deepest first), then begins in nesting order (track, start, longer first; a same-time flow's
+    source first) with a zero-length slice's end right after its begin, then instants, then
+    counters; input order last."""
     from traceconv.layout import BEGIN, COUNTER, END, INSTANT
     s = trace.slices
     # nesting order: by track, start, longer first, input order (spelled out, not layout.slice_order)
     nesting = sorted(range(len(s)), key=lambda i: (s.track[i], s.ts[i], -s.dur[i], i))
+    # at one time, a flow's source begins before its destination on another track: a level per
+    # slice (a destination's is above its same-time source's; a slice's at least that of the ones
+    # begun before it at that time on its track), begins by level, then nesting order
+    level = dict.fromkeys(range(len(s)), 0)
+    f = trace.flows
+    same = [(f.src[k], f.dst[k]) for k in range(len(f))
+            if s.ts[f.src[k]] == s.ts[f.dst[k]] and s.track[f.src[k]] != s.track[f.dst[k]]]
+    for _ in range(64 if same else 0):
+        before = dict(level)
+        for a, b in same:
+            level[b] = max(level[b], level[a] + 1)
+        for prev, i in zip(nesting, nesting[1:]):
+            if (s.track[prev], s.ts[prev]) == (s.track[i], s.ts[i]):
+                level[i] = max(level[i], level[prev])
+        if level == before:
+            break
+    nesting.sort(key=lambda i: level[i])          # (stable: nesting order within a level)
     pos = {i: k for k, i in enumerate(nesting)}
     keys = []
     for i in range(len(s)):

@@ -10,6 +10,13 @@ Nesting rule (the same one Perfetto applies to Chrome ``X`` events): slices of a
 track sorted by start, longer first on ties; a slice is inside the open slice
 ``p`` when ``p.start <= s.start`` and ``s.end <= p.end``; an open slice whose
 end is at or before ``s.start`` is closed first.
+
+Only the slices that cannot nest on their own track move, one by one: a slice
+stays on its track whenever it nests there, and what starts inside a moved slice
+is placed by the same rule (so it stays where it nests).  This is what Perfetto
+does with the ``X`` events of a JSON file (its overflow tracks, stat
+``slice_spill_overlapping_complete_event``): the same slices move, to the same
+depths.  :mod:`traceconv.fast.nesting` has the rule, compiled and in plain Python.
 """
 
 from __future__ import annotations
@@ -50,7 +57,9 @@ def slice_order(trace: Trace) -> np.ndarray:
 
 
 def nest(trace: Trace) -> None:
-    """Assign overlapping slices to lanes and record each slice's depth.  Idempotent."""
+    """Move the slices that cannot nest on their track to its overlap lanes, and record each
+    slice's depth (on its lane) and parent (the innermost slice enclosing it on any lane of its
+    track: self times count what starts inside a moved slice as its child).  Idempotent."""
     s = trace.slices
     if s.depth is not None and len(s.depth) == len(s):
         return
@@ -96,8 +105,9 @@ def nest(trace: Trace) -> None:
         names = sorted({trace.track_label(trace.tracks[t]) or "unnamed track" for t in moved})
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         trace.diagnostics.warn(WarningCode.OVERLAP_LANES,
-                  f"slices that overlap without nesting were moved to extra 'overlap' tracks "
-                  f"beside their own ({shown})", sum(moved.values()))
+                  f"slices that partially overlap another on their track (so cannot nest there) were "
+                  f"moved to 'overlap' lanes drawn with it; what nests stayed ({shown})",
+                  sum(moved.values()))
 
 
 # Kinds of events in the writer's merged stream.
@@ -108,14 +118,49 @@ def stream_length(trace: Trace) -> int:
     return 2 * len(trace.slices) + len(trace.instants) + len(trace.counters)
 
 
+def _begin_order(trace: Trace, ts: np.ndarray) -> np.ndarray:
+    """The order of the slices' begins at one time: :func:`slice_order`, except that a flow's
+    source begins before its destination when both begin at the same time on different tracks (a
+    TrackEvent flow goes from the event read first: a destination read first would end a flow that
+    does not exist yet, and trace_processor would drop the link).  Each slice gets a level: one
+    above its same-time source's for a destination, and at least that of the slices it begins
+    inside of at the same time on its track, so that each track keeps its nesting order.  Begins at
+    one time go by level, then by :func:`slice_order`; with no such flow, that is slice_order."""
+    order = slice_order(trace)
+    f = trace.flows
+    if not len(f):
+        return order
+    src = _col(f.src, np.int64)
+    dst = _col(f.dst, np.int64)
+    track = _col(trace.slices.track, np.int32)
+    same = (ts[src] == ts[dst]) & (track[src] != track[dst])
+    if not same.any():
+        return order
+    src, dst = src[same], dst[same]
+    # runs of slice_order that begin at one time on one track: each slice inside the one before
+    o_ts, o_tr = ts[order], track[order]
+    head = np.ones(len(order), np.bool_)
+    head[1:] = (o_ts[1:] != o_ts[:-1]) | (o_tr[1:] != o_tr[:-1])
+    offset = (np.cumsum(head) - 1) << 20              # a run's base: below every later run's
+    level = np.zeros(len(ts), np.int64)
+    for _ in range(64):                               # (same-time flows in a cycle: stop there)
+        before = level.copy()
+        np.maximum.at(level, dst, level[src] + 1)
+        level[order] = np.maximum.accumulate(level[order] + offset) - offset   # a run's max so far
+        if np.array_equal(level, before):
+            break
+    return order[np.argsort(level[order], kind="stable")]
+
+
 def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """All events in the order a BEGIN/END writer must emit them, a window of time at a time.
 
     Yields ``(time, kind, index)`` of the events whose time is in ``[a, b)``, each window of about
     ``size`` events: kind is BEGIN/END (index into slices), INSTANT (into instants) or COUNTER
     (into counters).  Requires :func:`nest`.  Order: by time; at one time, ends of slices with a
-    duration first (deepest first), then begins in nesting order with each zero-length slice ended
-    right after its begin, then instants and counters.  A window holds every event of its times,
+    duration first (deepest first), then begins in nesting order (a same-time flow's source
+    first: :func:`_begin_order`) with each zero-length slice ended right after its begin, then
+    instants and counters.  A window holds every event of its times,
     so each is sorted on its own by the same keys and the windows follow one another: their
     concatenation is the whole stream, while only one window's sort keys exist at a time (a
     million slices: ~35 MB less at the peak than sorting the stream at once)."""
@@ -133,7 +178,7 @@ def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarra
     # int32 keys and rows where they fit (below 2**30 slices): less memory, a faster sort
     itype = np.int32 if total + 2 < 2**31 else np.int64
     pos = np.empty(n, dtype=itype)
-    pos[slice_order(trace)] = np.arange(n, dtype=itype)
+    pos[_begin_order(trace, ts)] = np.arange(n, dtype=itype)
     big = 2 * n + 2
     times = (ts, end, its, cts)
     edges: list[int] = []

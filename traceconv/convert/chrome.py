@@ -39,7 +39,11 @@ except where noted):
   Perfetto): ``s`` and ``t`` bind to the innermost slice open on their thread at their time (at
   one time, in file order, as Perfetto's stable sort sees them: a slice is open from its begin
   until its ``E``; an ``X`` through its end), ``f`` with ``bp:"e"`` too, otherwise to the next
-  slice that begins on the thread; a ``t`` makes two links.  One start and one end whose times
+  slice that begins on the thread.  Then, in time order, Perfetto's v1 rule: an ``s`` starts the
+  flow from its slice (an ``s`` of a flow already started is ignored, as trace_processor does);
+  a ``t`` links the flow's current slice to its own and the flow goes on from there; an ``f``
+  links the current slice to its own without closing the flow, so several ``f`` of one id are a
+  fan-out (one ``cudaGraphLaunch``, each kernel it started).  One start and one end whose times
   are reversed (host/device clock skew) are still linked, with a note.  Flows v2: ``bind_id`` with
   ``flow_out``/``flow_in`` on ``X``/``B`` events (a ``flow_in`` does not close the flow: fan-out).
   Endpoints that bind to no slice are counted.

@@ -2,7 +2,8 @@
 
 The rule is Perfetto's (its JSON importer sorts events stably by time, then a flow point binds to
 what is open on its thread at that moment); :meth:`traceconv.convert.chrome.ChromeReader._bind_flow_points`
-states it and this is its loop over arrays.
+states it and this is its loop over arrays.  Then link the bound points of each flow:
+:func:`link` (Perfetto's v1 rule, compiled; :func:`link_reference` states it in plain Python).
 """
 
 from __future__ import annotations
@@ -94,8 +95,12 @@ def bind(s_ts: np.ndarray, s_dur: np.ndarray, s_track: np.ndarray, bseq: np.ndar
 
 @jit
 def _link(group, ph, bound, src, dst, grp, counts):
-    """The v1 flow rule over points sorted by flow (``group``) and time: an ``s`` starts a hop, a
-    ``t`` ends one and starts the next, an ``f`` ends it; points bound to no slice break the chain.
+    """Perfetto's v1 flow rule (its JSON importer, v58) over points sorted by flow (``group``) and
+    time.  A flow has one slot, the slice it leaves from: an ``s`` fills the empty slot (an ``s``
+    while it is full starts nothing: ``flow_duplicate_id``); a ``t`` links the slot's slice to its
+    own and takes the slot; an ``f`` links the slot's slice to its own and leaves the slot as it
+    is, so the next ``f`` links from the same slice (a fan-out: one launch, several kernels); a
+    ``t`` or ``f`` with the slot empty links nothing; a point bound to no slice is skipped.
     Writes the links; counts: [links, unresolved points, dropped events, used events]."""
     n = len(group)
     k = 0
@@ -105,8 +110,8 @@ def _link(group, ph, bound, src, dst, grp, counts):
     i = 0
     while i < n:
         g = group[i]
-        pending = -1
-        pending_new = 0
+        slot = -1
+        slot_new = 0                             # the slot's event is in no link yet
         while i < n and group[i] == g:
             sl = bound[i]
             p = ph[i]
@@ -114,38 +119,28 @@ def _link(group, ph, bound, src, dst, grp, counts):
             if sl < 0:
                 unresolved += 1
                 dropped += 1
-                if p == 102:                     # f
-                    dropped += pending_new
-                    pending = -1
-                    pending_new = 0
                 continue
             if p == 115:                         # s
-                if pending >= 0 and pending_new:
-                    dropped += 1
+                if slot >= 0:
                     unresolved += 1
-                pending = sl
-                pending_new = 1
+                    dropped += 1
+                else:
+                    slot = sl
+                    slot_new = 1
                 continue
-            if pending < 0:
-                if p == 116:                     # t: a step with nothing before it starts the next hop
-                    pending = sl
-                    pending_new = 1
-                    continue
+            if slot < 0:                         # t or f before any s
                 unresolved += 1
                 dropped += 1
                 continue
-            src[k] = pending
+            src[k] = slot
             dst[k] = sl
             grp[k] = g
             k += 1
-            used += pending_new + 1
-            if p == 116:
-                pending = sl
-                pending_new = 0
-            else:
-                pending = -1
-                pending_new = 0
-        if pending >= 0 and pending_new:
+            used += slot_new + 1
+            slot_new = 0
+            if p == 116:                         # t
+                slot = sl
+        if slot >= 0 and slot_new:
             # an s (or t) never followed by anything: its event is not in the model
             dropped += 1
             unresolved += 1
@@ -153,6 +148,22 @@ def _link(group, ph, bound, src, dst, grp, counts):
     counts[1] = unresolved
     counts[2] = dropped
     counts[3] = used
+
+
+def link_reference(group: list[int], ph: list[int], bound: list[int]) -> list[tuple[int, int, int]]:
+    """The links ``(src, dst, group)`` of :func:`_link`'s rule, in plain Python."""
+    links: list[tuple[int, int, int]] = []
+    slot: dict[int, int] = {}
+    for g, p, sl in zip(group, ph, bound):
+        if sl < 0:
+            continue                      # bound to no slice: skipped
+        if p == ord("s"):
+            slot.setdefault(g, sl)        # a second s while the flow is started: ignored
+        elif g in slot:
+            links.append((slot[g], sl, g))
+            if p == ord("t"):
+                slot[g] = sl              # a step: the next hop leaves from here
+    return links
 
 
 def link(group: np.ndarray, ph: np.ndarray, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:

@@ -6,12 +6,21 @@
 * Every slice is an ``X`` event.  Tracks that are not threads (overlap lanes,
   async tracks) become threads of their own in their process, named after the
   track, so that Perfetto and chrome://tracing show the same tracks as the
-  protobuf output.
+  protobuf output (and trace_processor the same slice table).
 * pids/tids are the model's: unique and within 0..2^31-1 (Perfetto's JSON
   importer turns anything else into 0).
 * Flows are written as v2 flows (``bind_id`` + ``flow_out``/``flow_in`` on the
-  slices themselves, which binds them exactly); a slice that takes part in more
-  than one flow gets v1 ``s``/``f`` events for the others.
+  slices themselves, which binds them exactly) where both slices take part in
+  that one link only; every other link (a fan-out's, a chain's) is a v1
+  ``s``/``f`` pair with an id of its own.  The bind_ids start at
+  :data:`V2_BIND_BASE`: trace_processor (v58.2) gives the v1 flows of a file
+  small numbers in the id space of the bind_ids (bind_id 1 joined the first v1
+  flow of perfetto_connected_flow_data.json), so small bind_ids would join
+  unrelated v1 flows.
+* Overlap lanes are threads of their own (a JSON thread cannot hold slices that
+  overlap without nesting), named ``<thread> (overlap N)``, with their thread's
+  sort index when it has one (trace_processor gives both outputs the same slice
+  table: a .pftrace lane is named the same).
 """
 
 from __future__ import annotations
@@ -29,6 +38,9 @@ _CHUNK = 8192
 SYNTHETIC_TID_BASE = 2_000_000_000
 # Tracks that belong to no process (global tracks) are shown in a process of this name.
 GLOBAL_PROCESS_NAME = "Global"
+# v2 bind_ids from here: trace_processor numbers v1 flows (s/t/f) with small ids in the space of the
+# bind_ids, so small bind_ids would join v1 flows of the same file
+V2_BIND_BASE = 1 << 40
 
 
 def us(ns: int) -> str:
@@ -98,9 +110,15 @@ class _Ids:
 
 
 class _FlowPoints:
-    """Where to put a v1 flow event so that it binds to its slice: a viewer binds it to the innermost
-    slice open on the track at that time, so the slice's start is ambiguous when a child (even one of
-    zero duration) begins there too; then the first ns of the slice that no child covers is used."""
+    """Where to put a v1 flow event so that it binds to its slice.  trace_processor binds an ``s``
+    or ``f`` (``bp:"e"``) to the slice on top of its track's stack, and pops ended slices only when
+    a slice begins: from a slice's begin until the next slice begins on its track (a child, a
+    sibling), the slice is the top, even after it ended.  chrome://tracing (and traceconv's reader)
+    take the innermost slice open at that time.  So the point is the slice's start, or ``lo`` (an
+    ``f`` goes no earlier than its ``s``: the file is read by time, and an ``f`` read first ends
+    nothing) when that is before both its end and the next begin on its track.  A slice whose child
+    begins at its very start has no such point; then the first ns that none of its children covers
+    is used, which only the innermost-open rule binds to it."""
 
     def __init__(self, trace: Trace) -> None:
         import numpy as np
@@ -111,13 +129,21 @@ class _FlowPoints:
         self.pos = np.empty_like(self.order)
         self.pos[self.order] = np.arange(len(self.order))
 
-    def at(self, i: int) -> int:
+    def at(self, i: int, lo: int | None = None) -> int:
         s = self.s
         start, end, track = s.ts[i], s.ts[i] + s.dur[i], s.track[i]
-        depth = s.depth[i] if s.depth is not None else 0
-        p = start
         k = int(self.pos[i]) + 1
         order = self.order
+        nxt = s.ts[int(order[k])] if k < len(order) and s.track[int(order[k])] == track else None
+        if nxt is None or nxt > start:
+            x = start if lo is None else max(start, lo)
+            if x == start or (x < end and (nxt is None or x < nxt)):
+                return x
+            return start
+        # a child begins at the slice's start: the first ns no child covers (from lo when that is
+        # inside the slice; an end earlier than its start -- clock skew -- is placed from the start)
+        depth = s.depth[i] if s.depth is not None else 0
+        p = start if lo is None or lo >= end else max(start, lo)
         while k < len(order):
             c = int(order[k])
             if s.track[c] != track or s.ts[c] > end:
@@ -126,7 +152,8 @@ class _FlowPoints:
                 break                      # a sibling: no more children
             if s.ts[c] > p:
                 break                      # a gap before this child
-            p = max(p, s.ts[c] + s.dur[c] + 1)
+            if s.ts[c] + s.dur[c] >= p:
+                p = s.ts[c] + s.dur[c] + 1
             k += 1
         return p if p == start or p < end else start
 
@@ -193,8 +220,8 @@ def write(trace: Trace, out: BinaryIO) -> None:
         # v2 binds in the order a viewer reads the events (by time, then file order): the source
         # slice must come first, or the flow_in finds no flow yet
         if ends[s] == 1 and ends[d] == 1 and (sts_[s], s) < (sts_[d], d):
-            v2_out[s] = i + 1
-            v2_in[d] = i + 1
+            v2_out[s] = V2_BIND_BASE + i
+            v2_in[d] = V2_BIND_BASE + i
         else:
             v1.append(i)
 
@@ -234,9 +261,14 @@ def write(trace: Trace, out: BinaryIO) -> None:
     for i in v1:
         fid = nflow + 1 + i
         name = jstr[f.name[i]] if f.name[i] else b'"flow"'
-        for ph, si in ((b"s", f.src[i]), (b"f", f.dst[i])):
+        at_src = point.at(f.src[i])
+        # (a destination that begins before its source keeps its own point: trace_processor draws
+        # such a link from neither this file nor the .pftrace, whose flow starts at the event read
+        # first, nor from the raw input)
+        lo = at_src if sts_[f.dst[i]] >= sts_[f.src[i]] else None
+        for ph, si, at in ((b"s", f.src[i], at_src), (b"f", f.dst[i], point.at(f.dst[i], lo))):
             emit(b'{"ph":"%s","id":%d,"name":%s,"cat":%s,"ts":%s,%s,"bp":"e"}'
-                 % (ph, fid, name, name, us(point.at(si) - base).encode(), where[strack[si]]))
+                 % (ph, fid, name, name, us(at - base).encode(), where[strack[si]]))
 
     # -- instants
     ins = trace.instants

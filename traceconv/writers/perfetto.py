@@ -19,13 +19,21 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
 * slices as ``SLICE_BEGIN``/``SLICE_END`` pairs on strictly nested tracks
   (overlaps were moved to lanes by :func:`traceconv.layout.nest`), in the
   order :func:`traceconv.layout.event_windows` gives;
+* a lane is a child track of its track (of a thread: trace_processor makes it a
+  track of that thread), named ``<track> (overlap N)``, with
+  ``sibling_merge_behavior`` BY_SIBLING_MERGE_KEY and one ``sibling_merge_key``
+  for all lanes of a track (the UI draws them as one row under it) and
+  ``sibling_order_rank`` N; the track's ``child_ordering`` is EXPLICIT;
 * every event name, category and debug-annotation name, and every repeated
   string value that takes fewer bytes as an iid, interned up front: in packets
   after the descriptors and before the first event;
 * args as debug annotations (nested dicts and lists kept as such, their keys
   as interned names too);
 * flows as ``flow_ids`` on the source's begin and ``terminating_flow_ids`` on
-  the destination's begin.
+  the destination's begin, one id per link of the model (a flow id in
+  TrackEvent joins a chain, so a fan-out -- one source, several destinations --
+  needs an id for each link: trace_processor's ``flow`` table then has every
+  link).
 
 How it is written: the few header packets (clock, descriptors, metadata) are
 built with ``perfetto_trace_pb2``.  The event packets -- millions of them --
@@ -65,6 +73,8 @@ from ..progress import report
 
 SEQ_ID = 1
 SEQ_CLOCK = 64            # the sequence's incremental clock (ids 64..127 are sequence-scoped)
+# the sibling_merge_key of the lanes of one track: this and the track's uuid
+LANE_MERGE_KEY = "traceconv overlap lanes of"
 _CHUNK = 1 << 20          # bytes written at a time
 _INTERNED_MAX = 1 << 20   # interned entries per packet, in bytes
 _STEP = 1 << 15           # events encoded per step (their annotations exist for that step only)
@@ -311,11 +321,14 @@ def _header_packets(trace: Trace, uuids: list[int], t0: int) -> pb.Trace:
     seq.is_incremental = True
 
     proc_uuid = {t.process: uuids[t.id] for t in trace.tracks if t.kind is TrackKind.PROCESS}
+    has_lanes = {t.parent for t in trace.tracks if t.kind is TrackKind.LANE and t.parent is not None}
     for t in trace.tracks:
         p = out.packet.add()
         p.trusted_packet_sequence_id = SEQ_ID
         d = p.track_descriptor
         d.uuid = uuids[t.id]
+        if t.id in has_lanes:
+            d.child_ordering = pb.TrackDescriptor.EXPLICIT       # its lanes by sibling_order_rank
         if t.kind is TrackKind.PROCESS:
             proc = trace.processes[t.process]
             d.process.pid = proc.pid
@@ -335,7 +348,13 @@ def _header_packets(trace: Trace, uuids: list[int], t0: int) -> pb.Trace:
                 d.thread.legacy_sort_index = th.sort_index
             continue
         if t.kind is TrackKind.LANE and t.parent is not None:
+            # a lane is a child of its track (for a thread: a track of that thread in
+            # trace_processor), merged with the other lanes of that track into one row of the UI,
+            # in lane order
             d.parent_uuid = uuids[t.parent]
+            d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY
+            d.sibling_merge_key = f"{LANE_MERGE_KEY} {uuids[t.parent]}"
+            d.sibling_order_rank = t.lane
         elif t.process is not None:
             d.parent_uuid = proc_uuid[t.process]
         d.name = trace.track_label(t)

@@ -1,0 +1,189 @@
+"""Flows as Perfetto's trace_processor draws them: every link it makes of the raw file, fan-out
+(one ``s``, several ``f`` with the same id: a ``cudaGraphLaunch`` and its kernels) included, in
+the model and in trace_processor's ``flow`` table for both outputs."""
+
+from __future__ import annotations
+
+import gzip
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import perfetto_oracle as tp
+import traceconv
+from traceconv.fast import flows
+from traceconv.layout import nest
+from traceconv.writers.chrome_json import V2_BIND_BASE
+
+FIX = Path(__file__).parent / "fixtures"
+CUDA_GRAPH = FIX / "flows" / "cuda_graph_replays.pt.trace.json.gz"
+FANOUT = FIX / "flows" / "fanout_v1.json"
+PERFETTO_SAMPLES = [FIX / "chrome_json" / n for n in ("perfetto_flow_events_json_v1.json",
+                                                      "perfetto_flow_events_json_v2.json",
+                                                      "perfetto_connected_flow_data.json")]
+
+# every link: its two slices by name and time (relative to the first slice)
+FLOWS_SQL = """
+select so.name as src, so.ts - (select min(ts) from slice) as src_ts,
+       si.name as dst, si.ts - (select min(ts) from slice) as dst_ts
+from flow f join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in
+order by src_ts, dst_ts, src, dst
+"""
+
+
+def links(trace) -> list[tuple[str, str]]:
+    st_, s, f = trace.strings, trace.slices, trace.flows
+    return sorted((st_[s.name[f.src[i]]], st_[s.name[f.dst[i]]]) for i in range(len(f)))
+
+
+def outputs(src: Path, tmp_path: Path):
+    trace = traceconv.load(src)
+    nest(trace)
+    traceconv.save(trace, tmp_path / "o.pftrace")
+    traceconv.save(trace, tmp_path / "o.json")
+    return trace, (tmp_path / "o.pftrace", tmp_path / "o.json")
+
+
+# ---------------------------------------------------------------- the rule
+
+points_st = st.lists(st.tuples(st.integers(0, 3), st.sampled_from("stf"), st.integers(-1, 6)), max_size=60)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(points_st)
+def test_link_kernel_equals_the_python_reference(points):
+    points.sort(key=lambda p: p[0])                 # by flow; in each, the list's order is time order
+    group = [p[0] for p in points]
+    ph = [ord(p[1]) for p in points]
+    bound = [p[2] for p in points]
+    src, dst, grp, unresolved, dropped, used = flows.link(np.asarray(group, np.int64), np.asarray(ph, np.uint8),
+                                                          np.asarray(bound, np.int64))
+    assert list(zip(src.tolist(), dst.tolist(), grp.tolist())) == flows.link_reference(group, ph, bound)
+    assert dropped + used == len(points)            # every event is either in a link or counted as left out
+
+
+def test_fan_out_follows_trace_processor_v1_rule():
+    trace = traceconv.load(FANOUT)
+    assert links(trace) == sorted([
+        ("launch", "k1"), ("launch", "k2"), ("launch", "k3"),    # an f does not close the flow
+        ("launch", "relay"), ("relay", "k4"), ("relay", "k5"),   # a t moves it on
+        ("relay", "k6"),                                         # a second s of a started id: ignored
+        ("solo", "k7"), ("solo", "k8")])                          # (id 9: an f with no s: nothing)
+    warned = {w.code.value: w.count for w in trace.diagnostics.warnings}
+    assert warned["unresolved-flow"] == 2                        # the repeated s and the lone f
+
+
+@tp.requires_trace_processor
+def test_fan_out_links_equal_trace_processor_on_the_raw_file(tmp_path):
+    raw = tp.query(FANOUT, FLOWS_SQL)
+    assert len(raw) == 9
+    trace, outs = outputs(FANOUT, tmp_path)
+    for out in outs:
+        tp.assert_loads(out)
+        assert tp.query(out, FLOWS_SQL) == raw, out.name
+
+
+# ---------------------------------------------------------------- real files
+
+@tp.requires_trace_processor
+def test_cuda_graph_launch_points_at_every_kernel_it_started(tmp_path):
+    trace, outs = outputs(CUDA_GRAPH, tmp_path)
+    raw = tp.query(CUDA_GRAPH, FLOWS_SQL)
+    assert len(raw) == 80                 # Perfetto's count from the raw JSON (traceconv's was 40)
+    assert len(trace.flows) == 80
+    # each of the 8 replays: one cudaGraphLaunch, one s, six kernels each with an f of its id
+    fan = Counter(r["src_ts"] for r in raw if r["src"] == "cudaGraphLaunch")
+    assert sorted(fan.values()) == [6] * 8
+    events = orjson.loads(gzip.decompress(CUDA_GRAPH.read_bytes()))["traceEvents"]
+    s_ids = {e["id"] for e in events if e.get("ph") == "s"}
+    expect = Counter(e["id"] for e in events if e.get("ph") == "f" and e["id"] in s_ids)
+    assert sum(expect.values()) == 80
+    for out in outs:
+        tp.assert_loads(out)
+        assert tp.query(out, FLOWS_SQL) == raw, out.name
+
+
+@tp.requires_trace_processor
+def test_perfetto_flow_samples_give_the_flows_trace_processor_makes_of_them(tmp_path):
+    for src in PERFETTO_SAMPLES:
+        raw = tp.query(src, FLOWS_SQL)
+        assert raw, src.name
+        _, outs = outputs(src, tmp_path)
+        for out in outs:
+            tp.assert_loads(out)
+            assert tp.query(out, FLOWS_SQL) == raw, (src.name, out.name)
+
+
+def test_json_bind_ids_leave_room_for_the_v1_flows(tmp_path):
+    """trace_processor gives the v1 flows of a file small ids in the space of the v2 bind_ids, so a
+    small bind_id joins an unrelated v1 flow (perfetto_connected_flow_data.json drew
+    Flow1_Slice0 -> Flow0_Slice1): bind_ids start at V2_BIND_BASE."""
+    _, (_, js) = outputs(PERFETTO_SAMPLES[2], tmp_path)
+    events = orjson.loads(js.read_bytes())["traceEvents"]
+    binds = [e["bind_id"] for e in events if "bind_id" in e]
+    v1 = [e for e in events if e.get("ph") in ("s", "f")]
+    assert binds and v1
+    assert min(binds) >= V2_BIND_BASE > len(v1)
+
+
+@tp.requires_trace_processor
+def test_merge_keeps_every_fan_out_link_of_every_rank(tmp_path):
+    for r in (0, 1):
+        (tmp_path / f"rank{r}.pt.trace.json.gz").write_bytes(CUDA_GRAPH.read_bytes())
+    res = traceconv.merge([tmp_path / "rank0.pt.trace.json.gz", tmp_path / "rank1.pt.trace.json.gz"],
+                          tmp_path / "run.pftrace")
+    assert sorted(f[1] for f in res.files) == [0, 1]
+    tp.assert_loads(tmp_path / "run.pftrace")
+    assert tp.query(tmp_path / "run.pftrace", "select count(*) as n from flow")[0]["n"] == 160
+    names = tp.query(tmp_path / "run.pftrace", """
+        select so.name as src, si.name as dst, count(*) as n from flow f
+        join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in group by 1, 2 order by 1, 2""")
+    raw = tp.query(CUDA_GRAPH, """
+        select so.name as src, si.name as dst, count(*) as n from flow f
+        join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in group by 1, 2 order by 1, 2""")
+    assert names == [{**r, "n": 2 * r["n"]} for r in raw]
+
+
+# ---------------------------------------------------------------- the .pftrace's event order
+
+@tp.requires_trace_processor
+def test_a_flow_between_slices_that_begin_at_one_time_is_kept(tmp_path):
+    """A TrackEvent flow goes from the event read first: at one time the source's begin must come
+    before the destination's, whatever their tracks' order, and each track keeps its nesting."""
+    from traceconv.model import Trace
+    t = Trace("test")
+    p = t.process(1, "p")
+    a = t.thread(p, 1, "device")            # the destination's track comes first
+    b = t.thread(p, 2, "host")
+    q = t.add_slice(a.track, 100, 20, "Q")
+    d = t.add_slice(a.track, 100, 5, "D")    # inside Q, same start
+    t.add_slice(b.track, 100, 50, "P")
+    s = t.add_slice(b.track, 100, 10, "S")   # inside P, same start
+    c = t.thread(p, 3, "other")
+    r = t.add_slice(c.track, 100, 30, "R")
+    t.add_flow(s, d, "sync")
+    t.add_flow(r, s, "into")                 # S is a source and a destination at one time
+    nest(t)
+    traceconv.save(t, tmp_path / "o.pftrace")
+    traceconv.save(t, tmp_path / "o.json")
+    for out in (tmp_path / "o.pftrace", tmp_path / "o.json"):
+        tp.assert_loads(out)
+        assert [(r["src"], r["dst"]) for r in tp.query(out, FLOWS_SQL)] == [("R", "S"), ("S", "D")], out.name
+    depth = {r["name"]: r["depth"] for r in tp.query(tmp_path / "o.pftrace", "select name, depth from slice")}
+    assert depth == {"Q": 0, "D": 1, "P": 0, "S": 1, "R": 0}
+    assert q is not None
+
+
+@tp.requires_trace_processor
+def test_both_outputs_draw_every_link_of_the_model(tmp_path):
+    """HTA's critical-path sample: 15 of its syncs begin on the host and the device at the same
+    microsecond (the .pftrace drew 124 of the 139 links)."""
+    trace, outs = outputs(FIX / "kineto" / "hta_critical_path_simple_add_trace.json.gz", tmp_path)
+    assert len(trace.flows) == 139
+    pf, js = (tp.query(o, FLOWS_SQL) for o in outs)
+    assert len(pf) == 139 and pf == js
+

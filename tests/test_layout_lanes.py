@@ -1,0 +1,156 @@
+"""layout.nest: only the slices that cannot nest on their track move to an overlap lane, one by one.
+
+The compiled kernel (traceconv.fast.nesting.nest) against its plain-Python statement
+(nest_reference) on random inputs, the rule on small hand-made cases, and what the writers make
+of the lanes."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traceconv.errors import WarningCode
+from traceconv.fast import nesting
+from traceconv.layout import nest, slice_order
+from traceconv.model import Trace, TrackKind
+
+from timeline import assert_outputs_agree, read_perfetto
+
+
+def _order(ts, dur, track):
+    return np.lexsort((-np.asarray(dur, np.int64), np.asarray(ts, np.int64), np.asarray(track, np.int32)))
+
+
+slices_st = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60), st.integers(0, 40)), max_size=120)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(slices_st)
+def test_kernel_equals_the_python_reference(rows):
+    track = [r[0] for r in rows]
+    ts = [r[1] for r in rows]
+    dur = [r[2] for r in rows]
+    order = _order(ts, dur, track)
+    d, p, lane = nesting.nest(np.asarray(ts, np.int64), np.asarray(dur, np.int64), np.asarray(track, np.int32),
+                              order)
+    rd, rp, rl = nesting.nest_reference(ts, dur, track, order.tolist())
+    assert d.tolist() == rd and p.tolist() == rp and lane.tolist() == rl
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(slices_st)
+def test_the_rule_holds_on_random_inputs(rows):
+    """Every lane nests; a slice is off its track only if it partially overlaps what is open on its
+    track when it starts; depth is the count of enclosing slices on its lane."""
+    track = [r[0] for r in rows]
+    ts = [r[1] for r in rows]
+    dur = [r[2] for r in rows]
+    order = _order(ts, dur, track).tolist()
+    d, p, lane = (a.tolist() for a in nesting.nest(np.asarray(ts, np.int64), np.asarray(dur, np.int64),
+                                                  np.asarray(track, np.int32), np.asarray(order)))
+    pos = {i: q for q, i in enumerate(order)}
+    n = len(rows)
+    inside = lambda a, b: ts[b] <= ts[a] and ts[a] + dur[a] <= ts[b] + dur[b]    # noqa: E731  a in b
+    for i in range(n):
+        same = [j for j in range(n) if j != i and track[j] == track[i] and lane[j] == lane[i]]
+        for j in same:      # a lane never holds two slices that overlap without nesting
+            if ts[i] < ts[j] + dur[j] and ts[j] < ts[i] + dur[i]:
+                assert inside(i, j) or inside(j, i)
+        before = [j for j in same if pos[j] < pos[i] and ts[j] + dur[j] > ts[i]]
+        assert d[i] == len(before)
+        # lane 0's slices open when i starts: i moved iff one of them does not enclose it
+        open0 = [j for j in range(n) if j != i and track[j] == track[i] and lane[j] == 0
+                 and pos[j] < pos[i] and ts[j] + dur[j] > ts[i]]
+        assert (lane[i] > 0) == any(not inside(i, j) for j in open0)
+        if p[i] >= 0:
+            assert inside(i, p[i]) and track[p[i]] == track[i]
+
+
+def _trace(rows):
+    t = Trace("test")
+    th = t.thread(t.process(1, "p"), 1, "main")
+    for ts, dur, name in rows:
+        t.add_slice(th.track, ts, dur, name)
+    return t
+
+
+def _placed(t):
+    s = t.slices
+    return {t.strings[s.name[i]]: (t.tracks[s.track[i]].lane, s.depth[i], s.ts[i], s.dur[i]) for i in range(len(s))}
+
+
+def test_only_the_partial_overlap_moves_and_what_starts_inside_it_stays_where_it_nests():
+    t = _trace([
+        (0, 1000, "frame"),            # python frame, whole step
+        (10, 100, "step"),             # profiler.step() frame
+        (20, 80, "enter"),
+        (50, 400, "annotation"),       # begins inside step/enter, ends after: partial overlap
+        (200, 100, "forward"),         # inside annotation in time, nests in frame: stays
+        (210, 50, "linear"),
+        (220, 10, "addmm"),
+        (380, 200, "exit"),            # begins inside annotation, ends after it: nests in frame
+    ])
+    nest(t)
+    assert _placed(t) == {
+        "frame": (0, 0, 0, 1000), "step": (0, 1, 10, 100), "enter": (0, 2, 20, 80),
+        "annotation": (1, 0, 50, 400),
+        "forward": (0, 1, 200, 100), "linear": (0, 2, 210, 50), "addmm": (0, 3, 220, 10),
+        "exit": (0, 1, 380, 200)}
+    assert [(w.code, w.count) for w in t.diagnostics.warnings] == [(WarningCode.OVERLAP_LANES, 1)]
+    # self times: what starts inside the moved annotation still counts as its child
+    s = t.slices
+    names = [t.strings[n] for n in s.name]
+    parent = {names[i]: (names[s.parent[i]] if s.parent[i] >= 0 else None) for i in range(len(s))}
+    assert parent == {"frame": None, "step": "frame", "enter": "step", "annotation": None,
+                      "forward": "annotation", "linear": "forward", "addmm": "linear", "exit": "frame"}
+
+
+def test_lanes_fill_first_fit_and_nest_among_themselves():
+    t = _trace([(0, 100, "a"), (50, 100, "b"), (60, 20, "b_child"), (70, 100, "c"), (120, 100, "d")])
+    nest(t)
+    got = _placed(t)
+    # b and c overlap a's end; b_child nests in a; c also overlaps b's end: a second lane; d nests
+    # nowhere on lane 0 (a closed, then empty): lane 0
+    assert {k: v[:2] for k, v in got.items()} == {"a": (0, 0), "b": (1, 0), "b_child": (0, 1), "c": (2, 0),
+                                                  "d": (0, 0)}
+    labels = sorted(t.track_label(x) for x in t.tracks if x.kind is TrackKind.LANE)
+    assert labels == ["main (overlap 1)", "main (overlap 2)"]
+
+
+def test_nest_is_deterministic_and_keeps_every_duration():
+    rng = np.random.default_rng(7)
+    rows = [(int(a), int(b), f"s{i}") for i, (a, b) in enumerate(zip(rng.integers(0, 10_000, 3000),
+                                                                     rng.integers(1, 800, 3000)))]
+    placements = []
+    for _ in range(2):
+        t = _trace(rows)
+        nest(t)
+        placements.append(_placed(t))
+        assert [(s[2], s[3]) for s in _placed(t).values()] == [(r[0], r[1]) for r in rows]
+    assert placements[0] == placements[1]
+
+
+def test_lanes_in_the_perfetto_descriptors(tmp_path):
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    t = _trace([(0, 100, "a"), (50, 100, "b"), (70, 100, "c"), (10, 20, "a1")])
+    nest(t)
+    assert_outputs_agree(t, tmp_path)
+    tr = pb.Trace()
+    tr.ParseFromString((tmp_path / "o.pftrace").read_bytes())
+    d = {p.track_descriptor.uuid: p.track_descriptor for p in tr.packet if p.HasField("track_descriptor")}
+    thread = next(x for x in d.values() if x.HasField("thread"))
+    lanes = sorted((x for x in d.values() if x.name.endswith(")")), key=lambda x: x.sibling_order_rank)
+    assert [(x.name, x.parent_uuid, x.sibling_order_rank) for x in lanes] == [
+        ("main (overlap 1)", thread.uuid, 1), ("main (overlap 2)", thread.uuid, 2)]
+    assert {x.sibling_merge_behavior for x in lanes} == {pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY}
+    assert len({x.sibling_merge_key for x in lanes}) == 1 and lanes[0].sibling_merge_key
+    assert thread.child_ordering == pb.TrackDescriptor.EXPLICIT
+    tl = read_perfetto(tmp_path / "o.pftrace")
+    assert sorted((s.track, s.name, s.depth) for s in tl.slices) == [
+        ("main", "a", 0), ("main", "a1", 1), ("main (overlap 1)", "b", 0), ("main (overlap 2)", "c", 0)]
+
+
+def test_slice_order_is_track_then_start_then_longer_first():
+    t = _trace([(5, 1, "x"), (0, 2, "y"), (0, 9, "z")])
+    assert slice_order(t).tolist() == [2, 1, 0]
