@@ -152,8 +152,9 @@ def archive_vs_merged(tar: Path, pftrace: Path) -> tuple[Counter, Counter]:
     tp.assert_loads(pftrace)
     got = Counter()
     for row in tp.query(tar, ARCHIVE_SQL):
-        assert row["machine"] and row["machine"].startswith("rank "), row
-        got[(int(row["machine"][5:]), row["process"], row["track"], row["name"], row["cat"], row["ts"],
+        m = re.fullmatch(r"rank (\d+)(?: · \d+)?", row["machine"] or "")
+        assert m, row
+        got[(int(m.group(1)), row["process"], row["track"], row["name"], row["cat"], row["ts"],
              row["dur"], row["depth"])] += 1
     want = Counter()
     for row in tp.query(pftrace, ARCHIVE_SQL):
@@ -183,6 +184,24 @@ def test_archive_of_skewed_ranks_applies_the_collective_offsets(tmp_path):
     assert [a.offset_ns != 0 for a in res.alignments] == [False, True, True, True]
     got, want = archive_vs_merged(tmp_path / "run.tar", tmp_path / "run.pftrace")
     assert got == want and {k[0] for k in got} == {0, 1, 2, 3}
+
+
+@tp.requires_trace_processor
+def test_archive_with_two_files_for_one_rank(tmp_path):
+    """A rank's second file (here ML-Agents timers given --rank) is a machine of its own: on one
+    machine the two files' processes, which share a pid, would merge."""
+    timers = Path(__file__).parent / "fixtures" / "mlagents" / "csharp_3DBall_timers.json"
+    for r in (0, 1):
+        args = dict(rank_map=[f"{timers}={r}"], align_method="collectives")
+        res = traceconv.merge([*GLOO, timers], tmp_path / f"run{r}.tar", **args)
+        traceconv.merge([*GLOO, timers], tmp_path / f"run{r}.pftrace", **args)
+        assert res.alignments[1].offset_ns != 0
+        got, want = archive_vs_merged(tmp_path / f"run{r}.tar", tmp_path / f"run{r}.pftrace")
+        assert got == want
+        machines = {row["name"]: row["n"] for row in tp.query(
+            tmp_path / f"run{r}.tar", "select m.name, count(*) n from process p join machine m on m.id = p.machine_id "
+                                      "where p.name like 'Unity%' group by 1")}
+        assert machines == {f"rank {r} · 1": 1}
 
 
 # ---------------------------------------------------------------- collectives on gloo

@@ -4,8 +4,10 @@
    format traceconv reads; parsed in parallel, one worker per core.
 2. **Rank of each file**: an explicit ``--rank FILE=N``; else what the file says
    (Kineto ``distributedInfo.rank``, Composer ``global_rank``); else its name
-   (``rank3``, ``rank-3``, ``rank_3``, ``.3.pt.trace``).  A file with no rank, or two
-   files of one format claiming one rank, is an error naming the files.
+   (``rank3``, ``rank-3``, ``rank_3``, ``.3.pt.trace``), but never the pid or the timestamp of
+   ``tensorboard_trace_handler``'s default name ``<host>_<pid>.<time_ns>.pt.trace.json``; else
+   the order of the files: the smallest ranks no other file claims, with a note naming the file.
+   Two files of one format claiming one rank is an error naming both.  Ranks are 0..2^31-1.
 3. **One namespace per rank**: each rank's processes become processes of their own,
    named ``rank 3 · python3 (pid 4242)`` / ``rank 3 · GPU 1``, ordered by rank, host before
    devices.  Flows are links between slices of the model, so no arrow can join two
@@ -18,17 +20,27 @@
    * ``barrier``: Composer's ``clock_sync_timestamp_us``, taken between two barriers on
      every rank; rank r moves by ``sync(lowest rank) - sync(r)``, as Composer's own merger
      does, with ``clock_sync_error_bound`` as the uncertainty.
-   * ``collectives``: a collective ends at nearly the same moment on every rank.  The
-     k-th NCCL kernel (else the k-th ``c10d::`` op) of each name is matched across ranks
-     (allowing for windows that start a few collectives apart); the median of the
-     end-time differences to the reference rank is the offset, and 1.4826 × their median
-     absolute deviation (at least 1 µs) is the uncertainty.
-   * ``auto``: barrier if every rank has it; else collectives if at least 3 are matched
-     for every rank and their spread is under 1 ms (asynchronous CPU collectives, or
-     point-to-point kernels, do not end together); else wallclock if every file has an
-     absolute time; else collectives whatever their spread; else it is an error.
+   * ``collectives``: the collectives whose records bracket the communication itself: NCCL
+     kernels on the GPU and gloo's own ``gloo:all_reduce`` / ``gloo:barrier`` / ... spans (the
+     CPU-side ``c10d::`` ops and ``record_param_comms`` only enqueue the work).  They are matched
+     against the reference rank (the lowest) key by key (source, kind, element count), the k-th
+     with the k-th, allowing windows that start up to 16 collectives apart: an all-to-all
+     collective (all-reduce, all-gather, reduce-scatter, all-to-all, barrier) cannot end on one
+     rank before it started on another, which bounds the offset both ways and rules pairings out;
+     ``ProfilerStep#N`` marks pick among pairings a period apart.  The offset is the median
+     end-time difference, kept inside those bounds; the uncertainty 1.4826 × their median
+     absolute deviation (at least 1 µs), or half the bounds' width around it when narrower.
+     Each rank reports how many collectives it matched.
+   * ``auto``: barrier if every rank has it; else ranks recorded on the reference rank's host
+     (Kineto's ``host_name``, or the handler's default file name) keep their times (one clock,
+     uncertainty 0); every other host (or rank, when the files do not say) moves by what the
+     collectives of all its ranks say against those of the reference's host when at least 3
+     matched and they agree within 1 ms, else keeps its wall clock; a rank with no absolute time
+     and no collectives is an error.
 5. **Filters**: ``--ranks``, ``--window`` (a time range, or the span of a named slice such
    as ``ProfilerStep#4`` over all ranks), ``--min-dur``, ``--drop-cat``.
+6. **Archive** (``-o run.tar``): one .pftrace per rank file and a ``perfetto_manifest.json``
+   that trace_processor (v58+) merges: see :func:`_write_archive`.
 """
 
 from __future__ import annotations
@@ -272,10 +284,10 @@ def _steps(trace: Trace) -> dict[int, int]:
         return out
     name = np.frombuffer(trace.slices.name, np.int32)
     ts = np.frombuffer(trace.slices.ts, np.int64)
-    for sid, step in sids.items():
-        rows = np.flatnonzero(name == sid)
-        if len(rows):
-            out[step] = int(ts[rows].min())
+    rows = np.flatnonzero(np.isin(name, np.fromiter(sids, np.int32, len(sids))))
+    for sid, t in zip(name[rows].tolist(), ts[rows].tolist()):
+        step = sids[sid]
+        out[step] = min(out.get(step, t), t)
     return out
 
 
@@ -977,19 +989,23 @@ def _iter_loaded(files: list[Path], fmt: str | None, cats: frozenset[str], min_n
 def _write_archive(entries: list[tuple[str, int, Path]], alignments: dict[int, Alignment], out: Path,
                    inputs: list[Path]) -> None:
     """A TAR of one .pftrace per rank file and a ``perfetto_manifest.json`` with the clock offsets,
-    as Perfetto (v58+) merges archives: each rank a machine of its own (``rank N``); the trace's
-    time is the reference rank's BOOTTIME (``trace_time.file``); every other file's BOOTTIME is
-    related to it (``clocks.clock`` + ``sync_to`` + ``offset_ns``: the file keeps its own clocks,
-    the sequence clock and the snapshot our writer puts in it, and is moved by its rank's offset).
-    Without ``clocks.clock`` the manifest would *pin* the file as a clockless one, which
-    trace_processor refuses for a trace with a ClockSnapshot."""
+    as Perfetto (v58+) merges archives: each file a machine of its own (``rank N``; a rank's
+    second file ``rank N · 1``: two files on one machine would share pids, and their processes
+    would merge); the trace's time is the reference rank's BOOTTIME (``trace_time.file``); every
+    other file's BOOTTIME is related to it (``clocks.clock`` + ``sync_to`` + ``offset_ns``: the
+    file keeps its own clocks -- the sequence clock and the snapshot our writer puts in it -- and
+    moves by its rank's offset).  Without ``clocks.clock`` the manifest would *pin* the file as a
+    clockless one, which trace_processor refuses for a trace with a ClockSnapshot; relating one
+    machine's BOOTTIME twice is refused as a duplicate clock domain."""
     entries = sorted(entries, key=lambda e: (e[1], e[0]))
     ref_name = entries[0][0]
+    seen: dict[int, int] = {}
     manifest_files = []
     with atomic_output(out, inputs=inputs, compress=False) as f, tarfile.open(fileobj=f, mode="w") as tar:
         for name, r, path in entries:
             tar.add(path, arcname=name)
-            entry: dict[str, Any] = {"path": name, "machine": {"name": f"rank {r}"}}
+            k = seen[r] = seen.get(r, -1) + 1
+            entry: dict[str, Any] = {"path": name, "machine": {"name": f"rank {r}" if not k else f"rank {r} · {k}"}}
             if name != ref_name:
                 entry["clocks"] = {"clock": "BOOTTIME", "sync_to": {"file": ref_name, "clock": "BOOTTIME"},
                                    "offset_ns": alignments[r].offset_ns}
