@@ -256,6 +256,29 @@ def test_two_hosts_two_ranks_each(src, tmp_path):
     assert "host b" in b2.detail
 
 
+@pytest.mark.parametrize("src", [GLOO, COMPOSER_TORCH], ids=["ddp", "composer"])
+def test_a_shared_host_name_is_checked_against_causality(src, tmp_path):
+    """Rank 1 says host 'vm' like rank 0 but its clock is 5 ms ahead (a container's hostname
+    reused on another machine): its all-to-all collectives would end before they began on rank 0,
+    so it is placed by them instead of trusted to share rank 0's clock."""
+    files = build(tmp_path, src, [(0, 0, 0, "keep"), (1, 1, 5_000, "keep"), (2, 1, 0, "keep"), (3, 0, 0, "keep")])
+    res = traceconv.merge(files, tmp_path / "run.pftrace")
+    a0, a1, a2, a3 = res.alignments
+    assert [(a.method, a.offset_ns) for a in (a2, a3)] == [("wallclock", 0), ("wallclock", 0)]
+    assert a1.method == "collectives" and covers(a1, -5_000_000) and "rule out one clock" in a1.detail, a1
+
+
+@pytest.mark.parametrize("src", [GLOO, COMPOSER_TORCH], ids=["ddp", "composer"])
+def test_one_host_name_two_clocks_elsewhere(src, tmp_path):
+    """Ranks 2 and 3 both say host 'b' but their clocks differ by 10 ms: pooled, their bounds
+    cannot meet, so each is placed on its own."""
+    files = build(tmp_path, src, [(0, 0, 0, "a"), (1, 1, 0, "a"), (2, 0, 5_000, "b"), (3, 1, -5_000, "b")])
+    res = traceconv.merge(files, tmp_path / "run.pftrace")
+    a2, a3 = res.alignments[2:]
+    assert a2.method == a3.method == "collectives" and "host b" not in a2.detail
+    assert covers(a2, -5_000_000) and covers(a3, 5_000_000), (a2, a3)
+
+
 # where each source's window is cut: DDP just before rank 0's / rank 1's second all-reduce, so that
 # the first one (and everything before) is missing; Composer at each rank's ProfilerStep#2
 CUTS = {"ddp": (4378372492000.0, 4378372494000.0), "composer": (4378629787215.0, 4378629788515.0)}

@@ -69,6 +69,7 @@ ALIGN_METHODS = ("auto", "none", "wallclock", "barrier", "collectives")
 ARCHIVE = "perfetto-archive"
 MIN_COLLECTIVES = 3
 AUTO_MAX_SPREAD_NS = 1_000_000
+SAME_CLOCK_SLACK_NS = 10_000     # how far causality may seem broken on one clock (timestamp rounding)
 _RANK_IN_NAME = [re.compile(p, re.ASCII | re.IGNORECASE) for p in (r"(?<![a-z])rank[-_]?(\d+)", r"\.(\d{1,10})\.pt\.trace")]
 # tensorboard_trace_handler's default: f"{socket.gethostname()}_{os.getpid()}.{time.time_ns()}.pt.trace.json[.gz]"
 _HANDLER_NAME = re.compile(r"(.+)_(\d+)\.(\d{11,})\.pt\.trace\.json(?:\.gz)?", re.ASCII)
@@ -200,6 +201,7 @@ class Loaded:
 # kernels (SendRecv) do not: they are used only when a run has none of these.
 _ALL_TO_ALL = ("allreduce", "allgather", "reducescatter", "alltoall", "barrier")
 _NCCL_KERNEL = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)")
+_UNEVEN = re.compile(r":(?:alltoall|sendrecv|send|recv)")
 _STEP = re.compile(r"ProfilerStep#(\d{1,18})")
 
 
@@ -270,7 +272,8 @@ def _collectives(trace: Trace) -> dict[str, list[tuple[int, int]]]:
         kind = kinds[int(name[r])]
         if kind.startswith("kernel:") and not not_cpu[cat[r]]:
             continue
-        size = _size(trace.slice_args(r)) if s.args[r] else None
+        # sizes tell collectives of one kind apart; an all-to-all's or a send/recv's may differ by rank
+        size = _size(trace.slice_args(r)) if s.args[r] and not _UNEVEN.search(kind) else None
         key = kind if size is None else f"{kind}[{size}]"
         out.setdefault(key, []).append((int(ts[r]), int(end[r])))
     return {k: sorted(v) for k, v in out.items()}
@@ -451,16 +454,21 @@ class Match:
     def matched(self) -> int:
         return len(self.diffs)
 
+    conflict: bool = False          # pooled pairs whose bounds do not meet: not one clock after all
+
     def extend(self, other: "Match") -> None:
+        """Pool another pair's matches (ranks known to share one clock): bounds intersect."""
         self.diffs = np.concatenate([self.diffs, other.diffs])
-        if other.lo is None or (self.matched > other.matched and self.lo is None):
-            self.lo = self.hi = None
-        elif self.lo is None:
+        self.conflict |= other.conflict
+        if other.lo is None or other.hi is None:
+            return
+        if self.lo is None or self.hi is None:
             self.lo, self.hi = other.lo, other.hi
-        else:
-            self.lo, self.hi = max(self.lo, other.lo), min(self.hi, other.hi)
-            if self.lo > self.hi:
-                self.lo = self.hi = None
+            return
+        self.lo, self.hi = max(self.lo, other.lo), min(self.hi, other.hi)
+        if self.lo > self.hi:
+            self.lo = self.hi = None
+            self.conflict = True
 
     def estimate(self) -> tuple[int, int]:
         """(offset, uncertainty): the median end difference, kept inside the causality bounds;
@@ -606,8 +614,9 @@ def align(by_rank: dict[int, list[Loaded]], method: str) -> dict[int, Alignment]
     if method == "collectives":
         if len(by_coll) < len(ranks):
             lacking = [f"{r} ({matched[r]})" for r in ranks if r not in by_coll]
-            raise TraceconvError(f"--align collectives: fewer than {MIN_COLLECTIVES} collectives (gloo's, or NCCL "
-                                 f"kernels) matched with rank {ref} for rank(s) {', '.join(lacking)}")
+            raise TraceconvError(f"--align collectives: fewer than {MIN_COLLECTIVES} collectives matched with rank {ref} "
+                                 f"for rank(s) {', '.join(lacking)} (NCCL kernels and gloo's gloo:* spans are used; "
+                                 "c10d:: and record_param_comms ops only enqueue the work)")
         return by_coll
 
     # auto: ranks recorded on the reference's host read its clock; every other host (or rank, when
@@ -618,34 +627,46 @@ def align(by_rank: dict[int, list[Loaded]], method: str) -> dict[int, Alignment]
         groups.setdefault(("host", hosts[r]) if hosts[r] is not None else ("rank", r), []).append(r)
     ref_group = ("host", hosts[ref]) if hosts[ref] is not None else ("rank", ref)
     out: dict[int, Alignment] = {}
-    for g, members in groups.items():
-        if g == ref_group:
-            for r in members:
-                if r == ref:
-                    detail = "reference rank" + (f" (host {hosts[r]})" if hosts[r] else "")
-                else:
-                    detail = f"same host as rank {ref} ({hosts[r]}): one clock"
-                out[r] = Alignment(r, "wallclock" if hosts[r] else "collectives", 0, 0, detail,
-                                   matched.get(r), host=hosts[r])
-            continue
-        refs = groups[ref_group]
+    refuted: set[int] = set()
+    for r in groups[ref_group][1:]:
+        # a host name is a claim: collectives that end on one rank before they began on the
+        # reference (or the reverse) at offset 0 prove two clocks
+        m = matches[r]
+        if m.lo is not None and m.hi is not None and not m.lo - SAME_CLOCK_SLACK_NS <= 0 <= m.hi + SAME_CLOCK_SLACK_NS:
+            refuted.add(r)
+    for r in sorted(refuted):
+        groups[ref_group].remove(r)
+        groups[("rank", r)] = [r]
+    refs = groups[ref_group]
+    for r in refs:
+        detail = ("reference rank" + (f" (host {hosts[r]})" if hosts[r] else "")) if r == ref \
+            else f"same host as rank {ref} ({hosts[r]}): one clock"
+        out[r] = Alignment(r, "wallclock" if hosts[r] else "collectives", 0, 0, detail, matched.get(r), host=hosts[r])
+
+    def pool(members: list[int]) -> Match:
         pooled = Match(np.zeros(0, np.int64))
-        first = True
         for r in members:
             for q in refs:
                 m = matches[r] if q == ref else _match(coll[q], coll[r], _prior(by_rank[q], by_rank[r]))
-                if not m.matched:
-                    continue
-                if first:
-                    pooled, first = Match(m.diffs, m.lo, m.hi), False
-                else:
-                    pooled.extend(m)
+                pooled.extend(m)
+        return pooled
+
+    todo = [(g, members) for g, members in groups.items() if g != ref_group]
+    while todo:
+        g, members = todo.pop(0)
+        pooled = pool(members)
+        if pooled.conflict and len(members) > 1:       # one host name, but not one clock: rank by rank
+            todo[:0] = [(("rank", r), [r]) for r in members]
+            continue
         usable = pooled.matched >= MIN_COLLECTIVES
         off, unc = pooled.estimate() if usable else (0, None)
+        note = ""
+        if members[0] in refuted:
+            note = f"host {hosts[members[0]]} as rank {ref}, but its collectives rule out one clock; "
         if usable and (unc <= AUTO_MAX_SPREAD_NS or not all(absolute[r] for r in members)):
             where = f"host {g[1]}: " if g[0] == "host" else ""
-            with_ = f"host {hosts[ref]}" if ref_group[0] == "host" else f"rank {ref}"
-            detail = f"{where}{pooled.matched} collectives matched with {with_}"
+            with_ = f"host {hosts[ref]}" if ref_group[0] == "host" and len(refs) > 1 else f"rank {ref}"
+            detail = f"{note}{where}{pooled.matched} collectives matched with {with_}"
             for r in members:
                 out[r] = Alignment(r, "collectives", off, unc, detail, matched.get(r),
                                    (pooled.lo, pooled.hi) if pooled.lo is not None else None, hosts[r])
@@ -655,7 +676,7 @@ def align(by_rank: dict[int, list[Loaded]], method: str) -> dict[int, Alignment]
             raise TraceconvError("cannot align: rank(s) " + ", ".join(bad)
                                  + " have no absolute time base (nor a Composer clock sync or enough matched "
                                  "collectives); use --align none to merge them as they are")
-        why = "the files' own absolute time"
+        why = note + "the files' own absolute time"
         if usable:
             why += f"; collectives disagree by up to {unc / 1e6:.3f} ms, so not used"
         elif pooled.matched:
