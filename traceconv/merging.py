@@ -597,7 +597,10 @@ def align(by_rank: dict[int, list[Loaded]], method: str) -> dict[int, Alignment]
         bad = [str(r) for r in ranks if not absolute[r]]
         if bad:
             raise TraceconvError("--align wallclock: rank(s) " + ", ".join(bad) + " have no absolute time base")
-        return {r: Alignment(r, "wallclock", 0, None, "the files' own absolute time", host=hosts[r]) for r in ranks}
+        one = {r for r in ranks if hosts[r] is not None and hosts[r] == hosts[ref]}   # one host: one clock
+        return {r: Alignment(r, "wallclock", 0, 0 if r in one else None, "the files' own absolute time"
+                             + (f" (host {hosts[r]}, as rank {ref})" if r in one and r != ref else ""), host=hosts[r])
+                for r in ranks}
 
     # collectives, rank by rank against the reference rank
     coll = {r: _rank_collectives(by_rank[r]) for r in ranks}
