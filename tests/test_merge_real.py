@@ -32,6 +32,11 @@ COMPOSER = sorted((M / "composer_2ranks").glob("ep0-ba3-rank*.json.gz"))
 RANK = re.compile(r"^rank (\d+) · (.*?)(?: \(pid \d+\))?$")
 
 
+def merge(*args, **kw):
+    """traceconv.merge in this process (no worker pool: these inputs are small)."""
+    return traceconv.merge(*args, workers=1, **kw)
+
+
 def doc_of(path: Path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))
 
@@ -98,7 +103,7 @@ def test_handler_names_never_give_the_pid_or_the_timestamp_as_rank():
 def test_handler_named_folder_takes_ranks_from_distributed_info(tmp_path):
     for src, name in zip(GLOO, HANDLER):
         (tmp_path / name).write_bytes(src.read_bytes())
-    res = traceconv.merge([tmp_path], tmp_path.parent / f"{tmp_path.name}.pftrace")
+    res = merge([tmp_path], tmp_path.parent / f"{tmp_path.name}.pftrace")
     assert [(p.name, r, how) for p, r, how in res.files] == [(HANDLER[0], 0, "distributedInfo.rank"),
                                                              (HANDLER[1], 1, "distributedInfo.rank")]
 
@@ -111,13 +116,13 @@ def test_handler_named_files_without_a_rank_take_the_file_order(tmp_path):
     for src, name in zip(GLOO, HANDLER):
         write_copy(src, d / name, rank=None)
     for out in ("run.pftrace", "run.tar"):
-        res = traceconv.merge([d], tmp_path / out)
+        res = merge([d], tmp_path / out)
         assert [(p.name, r, how) for p, r, how in res.files] == [(HANDLER[0], 0, "file order"),
                                                                  (HANDLER[1], 1, "file order")]
         notes = [w.message for w in res.warnings if "by the order of the files" in w.message]
         assert len(notes) == 2 and HANDLER[1] in notes[1] and "rank 1" in notes[1] and "--rank" in notes[1]
     # explicit --rank first, then the file order for the rest
-    res = traceconv.merge([d], tmp_path / "x.pftrace", rank_map=[f"{d / HANDLER[0]}=1"])
+    res = merge([d], tmp_path / "x.pftrace", rank_map=[f"{d / HANDLER[0]}=1"])
     assert [(r, how) for _, r, how in res.files] == [(1, "--rank"), (0, "file order")]
     # the CLI: exit 0, the rank source shown
     r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(d), "-o", str(tmp_path / "c.tar")],
@@ -168,8 +173,8 @@ def archive_vs_merged(tar: Path, pftrace: Path) -> tuple[Counter, Counter]:
 @tp.requires_trace_processor
 def test_archive_opens_in_trace_processor_with_every_rank_where_the_merged_trace_has_it(tmp_path):
     """Composer's two ranks, 101 µs apart by its clock sync: the archive applies the offset itself."""
-    res = traceconv.merge(COMPOSER, tmp_path / "run.tar")
-    traceconv.merge(COMPOSER, tmp_path / "run.pftrace")
+    res = merge(COMPOSER, tmp_path / "run.tar")
+    merge(COMPOSER, tmp_path / "run.pftrace")
     assert [a.offset_ns for a in res.alignments] == [0, 101_000]
     got, want = archive_vs_merged(tmp_path / "run.tar", tmp_path / "run.pftrace")
     assert got == want
@@ -179,8 +184,8 @@ def test_archive_opens_in_trace_processor_with_every_rank_where_the_merged_trace
 @tp.requires_trace_processor
 def test_archive_of_skewed_ranks_applies_the_collective_offsets(tmp_path):
     files = build(tmp_path, GLOO, [(0, 0, 0, "h0"), (1, 1, 3_000, "h1"), (2, 1, -7_000, "h2"), (3, 0, 40_000, "h3")])
-    res = traceconv.merge(files, tmp_path / "run.tar", align_method="collectives")
-    traceconv.merge(files, tmp_path / "run.pftrace", align_method="collectives")
+    res = merge(files, tmp_path / "run.tar", align_method="collectives")
+    merge(files, tmp_path / "run.pftrace", align_method="collectives")
     assert [a.offset_ns != 0 for a in res.alignments] == [False, True, True, True]
     got, want = archive_vs_merged(tmp_path / "run.tar", tmp_path / "run.pftrace")
     assert got == want and {k[0] for k in got} == {0, 1, 2, 3}
@@ -193,8 +198,8 @@ def test_archive_with_two_files_for_one_rank(tmp_path):
     timers = Path(__file__).parent / "fixtures" / "mlagents" / "csharp_3DBall_timers.json"
     for r in (0, 1):
         args = dict(rank_map=[f"{timers}={r}"], align_method="collectives")
-        res = traceconv.merge([*GLOO, timers], tmp_path / f"run{r}.tar", **args)
-        traceconv.merge([*GLOO, timers], tmp_path / f"run{r}.pftrace", **args)
+        res = merge([*GLOO, timers], tmp_path / f"run{r}.tar", **args)
+        merge([*GLOO, timers], tmp_path / f"run{r}.pftrace", **args)
         assert res.alignments[1].offset_ns != 0
         got, want = archive_vs_merged(tmp_path / f"run{r}.tar", tmp_path / f"run{r}.pftrace")
         assert got == want
@@ -218,10 +223,10 @@ def test_one_host_four_ranks(src, tmp_path):
     """4 ranks on one host (true offsets 0): auto keeps the host's one clock; collectives match on
     every rank, say how many, and their uncertainty covers 0."""
     files = build(tmp_path, src, [(0, 0, 0, "keep"), (1, 1, 0, "keep"), (2, 1, 0, "keep"), (3, 0, 0, "keep")])
-    res = traceconv.merge(files, tmp_path / "auto.pftrace")
+    res = merge(files, tmp_path / "auto.pftrace")
     assert [(a.method, a.offset_ns, a.uncertainty_ns) for a in res.alignments] == [("wallclock", 0, 0)] * 4
     assert all(a.matched >= 5 for a in res.alignments)
-    res = traceconv.merge(files, tmp_path / "coll.pftrace", align_method="collectives")
+    res = merge(files, tmp_path / "coll.pftrace", align_method="collectives")
     for a in res.alignments:
         assert a.method == "collectives" and a.matched >= 5 and covers(a, 0), a
         assert a.uncertainty_ns <= 1_000_000
@@ -235,7 +240,7 @@ def test_four_hosts_with_skewed_clocks(src, tmp_path):
     shifts = {0: 0, 1: 3_000, 2: -7_000, 3: 40_000}
     files = build(tmp_path, src, [(r, r % 2 if r < 2 else 1 - r % 2, s, f"host{r}") for r, s in shifts.items()])
     for method in ("collectives", "auto"):
-        res = traceconv.merge(files, tmp_path / f"{method}.pftrace", align_method=method)
+        res = merge(files, tmp_path / f"{method}.pftrace", align_method=method)
         for a in res.alignments:
             assert a.method == "collectives" and covers(a, -shifts[a.rank] * 1000), (method, a)
             assert a.matched >= 5
@@ -246,7 +251,7 @@ def test_two_hosts_two_ranks_each(src, tmp_path):
     """Host B's clock 5 ms ahead: its two ranks move together by what the collectives of both say;
     host A's second rank stays on host A's clock."""
     files = build(tmp_path, src, [(0, 0, 0, "a"), (1, 1, 0, "a"), (2, 0, 5_000, "b"), (3, 1, 5_000, "b")])
-    res = traceconv.merge(files, tmp_path / "run.pftrace")
+    res = merge(files, tmp_path / "run.pftrace")
     a0, a1, b2, b3 = res.alignments
     assert (a0.offset_ns, a0.uncertainty_ns, a1.method, a1.offset_ns, a1.uncertainty_ns) == (0, 0, "wallclock", 0, 0)
     assert "same host as rank 0 (a)" in a1.detail
@@ -262,7 +267,7 @@ def test_a_shared_host_name_is_checked_against_causality(src, tmp_path):
     reused on another machine): its all-to-all collectives would end before they began on rank 0,
     so it is placed by them instead of trusted to share rank 0's clock."""
     files = build(tmp_path, src, [(0, 0, 0, "keep"), (1, 1, 5_000, "keep"), (2, 1, 0, "keep"), (3, 0, 0, "keep")])
-    res = traceconv.merge(files, tmp_path / "run.pftrace")
+    res = merge(files, tmp_path / "run.pftrace")
     a0, a1, a2, a3 = res.alignments
     assert [(a.method, a.offset_ns) for a in (a2, a3)] == [("wallclock", 0), ("wallclock", 0)]
     assert a1.method == "collectives" and covers(a1, -5_000_000) and "rule out one clock" in a1.detail, a1
@@ -273,7 +278,7 @@ def test_one_host_name_two_clocks_elsewhere(src, tmp_path):
     """Ranks 2 and 3 both say host 'b' but their clocks differ by 10 ms: pooled, their bounds
     cannot meet, so each is placed on its own."""
     files = build(tmp_path, src, [(0, 0, 0, "a"), (1, 1, 0, "a"), (2, 0, 5_000, "b"), (3, 1, -5_000, "b")])
-    res = traceconv.merge(files, tmp_path / "run.pftrace")
+    res = merge(files, tmp_path / "run.pftrace")
     a2, a3 = res.alignments[2:]
     assert a2.method == a3.method == "collectives" and "host b" not in a2.detail
     assert covers(a2, -5_000_000) and covers(a3, 5_000_000), (a2, a3)
@@ -292,7 +297,7 @@ def test_windows_that_start_collectives_apart(src, cuts, tmp_path):
     files = build(tmp_path, src, [(0, 0, 0, "h0"), (1, 1, 0, "h1", "cut"), (2, 1, 2_000, "h2", "cut"),
                                   (3, 0, -3_000, "h3", "cut")], cuts)
     for method in ("collectives", "auto"):
-        res = traceconv.merge(files, tmp_path / f"{method}.pftrace", align_method=method)
+        res = merge(files, tmp_path / f"{method}.pftrace", align_method=method)
         for a in res.alignments:
             assert a.method == "collectives" and covers(a, -shifts[a.rank] * 1000), (method, a)
             assert a.uncertainty_ns <= 300_000 and a.matched >= 5
@@ -302,7 +307,7 @@ def test_host_from_the_handlers_file_name(tmp_path):
     """No host_name key, but the handler's default names say both ranks ran on 'vm'."""
     for src, name, r in zip(GLOO, HANDLER, (0, 1)):
         write_copy(src, tmp_path / name, rank=r, host=None)
-    res = traceconv.merge(sorted(tmp_path.glob("*.gz")), tmp_path / "run.pftrace")
+    res = merge(sorted(tmp_path.glob("*.gz")), tmp_path / "run.pftrace")
     assert [(a.method, a.host, a.offset_ns) for a in res.alignments] == [("wallclock", "vm", 0)] * 2
 
 
@@ -320,14 +325,18 @@ def test_cli_table_shows_matched_collectives(tmp_path):
 
 def test_rank_values_out_of_range_are_one_line_errors(tmp_path):
     for args, msg in ((["--ranks", "0-99999999999999999999"], "rank 99999999999999999999 is out of range"),
-                      (["--rank", f"{GLOO[0]}=2147483648"], "rank 2147483648 is out of range"),
-                      (["--ranks", "5-3"], "empty range")):
+                      (["--rank", f"{GLOO[0]}=2147483648"], "rank 2147483648 is out of range")):
         r = subprocess.run([sys.executable, "-m", "traceconv", "merge", *map(str, GLOO), "-o",
                             str(tmp_path / "o.pftrace"), *args], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     with pytest.raises(TraceconvError, match=r"--rank x: rank 2147483648 is out of range \(ranks are 0\.\.2147483647\)"):
         parse_rank_map(["x=2147483648"])
+    for bad in ("5-3", "1-", "-1", "0x3", "٣"):
+        with pytest.raises(TraceconvError, match="--ranks"):
+            parse_ranks(bad)
+    with pytest.raises(TraceconvError, match="out of range"):
+        parse_ranks("0" * 5000 + "2147483648")          # no 5000-digit int is ever built
 
 
 def _cap_memory() -> None:
