@@ -199,10 +199,11 @@ def merge(
         files[r].append(f"{path} ({how})")
     t = Table(title=f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices",
               title_justify="left")
-    for col in ("rank", "file (rank from)", "alignment", "offset", "±"):
-        t.add_column(col, justify="right" if col in ("rank", "offset", "±") else "left")
+    for col in ("rank", "file (rank from)", "alignment", "matched", "offset", "±"):
+        t.add_column(col, justify="right" if col in ("rank", "matched", "offset", "±") else "left")
     for a in result.alignments:
-        t.add_row(str(a.rank), "\n".join(files[a.rank]), f"{a.method}: {a.detail}", f"{a.offset_ns / 1e6:+.3f} ms",
+        t.add_row(str(a.rank), "\n".join(files[a.rank]), f"{a.method}: {a.detail}",
+                  "-" if a.matched is None else str(a.matched), f"{a.offset_ns / 1e6:+.3f} ms",
                   "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
     (err if to_stream(output) else out).print(t)
     print_warnings(result.warnings)

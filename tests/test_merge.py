@@ -187,8 +187,9 @@ def test_archive_holds_one_file_per_rank_and_the_offsets(tmp_path):
     files = {f["path"]: f for f in manifest["files"]}
     r1 = files["rank1_0_ep0-ba3-rank1.pftrace"]
     assert r1["machine"] == {"name": "rank 1"}
-    assert r1["clocks"] == {"sync_to": {"file": "rank0_0_ep0-ba3-rank0.pftrace", "clock": "BOOTTIME"},
+    assert r1["clocks"] == {"clock": "BOOTTIME", "sync_to": {"file": "rank0_0_ep0-ba3-rank0.pftrace", "clock": "BOOTTIME"},
                             "offset_ns": 101_000}
+    assert manifest["trace_time"] == {"clock": "BOOTTIME", "file": "rank0_0_ep0-ba3-rank0.pftrace"}
     assert "clocks" not in files["rank0_0_ep0-ba3-rank0.pftrace"]
     for f, path in zip(COMPOSER, ["rank0_0_ep0-ba3-rank0.pftrace", "rank1_0_ep0-ba3-rank1.pftrace"]):
         assert len(read_perfetto(tmp_path / "x" / path).slices) == len(traceconv.load(f).slices)
@@ -203,8 +204,11 @@ def test_rank_errors_name_the_files(tmp_path):
     res = traceconv.merge([a, b], tmp_path / "o.pftrace", rank_map=[f"{b}=5"])
     assert sorted(r for _, r, _ in res.files) == [0, 5]
     timers = Path(__file__).parent / "fixtures" / "mlagents" / "csharp_3DBall_timers.json"
-    with pytest.raises(TraceconvError, match="cannot tell the rank of: .*csharp_3DBall_timers.json"):
-        traceconv.merge([GLOO[0], timers], tmp_path / "o.pftrace")
+    res = traceconv.merge([GLOO[0], timers], tmp_path / "o.pftrace")      # no rank anywhere: the file order
+    assert [(r, how) for _, r, how in res.files] == [(0, "distributedInfo.rank"), (1, "file order")]
+    assert any("csharp_3DBall_timers.json: no rank" in w.message for w in res.warnings)
+    with pytest.raises(TraceconvError, match="rank 0 is claimed by 2 kineto files"):
+        traceconv.merge([GLOO[0], timers, a], tmp_path / "o.pftrace")
     with pytest.raises(TraceconvError, match="--align barrier needs Composer's clock_sync_timestamp_us"):
         traceconv.merge(GLOO, tmp_path / "o.pftrace", align_method="barrier")
     with pytest.raises(TraceconvError, match="none of the inputs is one of those ranks"):
