@@ -1,0 +1,11 @@
+//! traceconv's compiled core: the hot paths (reading big Chrome/Kineto JSON into the model's
+//! columns, flows, nesting, Perfetto and Chrome JSON encoding) behind the Python package's API.
+//! Each piece is a module of its own, exposed to Python as `traceconv._core.<name>`.
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
