@@ -323,7 +323,7 @@ class Recorder:
         self.lock = threading.RLock()
         self.dropped = 0               # events dropped by the ring buffer's hard limit
         self.flushes = 0
-        self.closed = False
+        self.closed = self.closing = False
         self.sink = make_sink(self)
         self._stop_timer = threading.Event()
         self._timer: threading.Thread | None = None
@@ -393,7 +393,7 @@ class Recorder:
             else:
                 t0 = _clock()
                 self.sink.append(self.take())
-                if not self.closed:           # the flush's own cost, on the thread that paid it
+                if not self.closing:          # the flush's own cost, on the thread that paid it
                     try:
                         buf = _tls.ev
                     except AttributeError:
@@ -415,6 +415,7 @@ class Recorder:
             if self.closed:
                 return
             self._stop_timer.set()
+            self.closing = True
             self.flush()
             self.closed = True
             self.sink.close()
@@ -509,8 +510,8 @@ def stop() -> None:
         return
     _rec = None
     _state["rec"] = None
-    _tls = threading.local()
     rec.close()
+    _tls = threading.local()
     if rec.is_parent and rec.shard_dir is not None:
         if os.environ.get(ENV_PARENT, "").startswith(f"{rec.pid};"):
             os.environ.pop(ENV_PARENT, None)
