@@ -274,3 +274,23 @@ def test_environment_variable_starts_and_turns_off(tmp_path):
     script_off = script + f"rec.start({str(tmp_path / 'no.pftrace')!r})\nassert rec.span('x') is rec.NULL_SPAN\n"
     subprocess.run([sys.executable, "-c", script_off], cwd=ROOT, env=env, check=True, timeout=120)
     assert not (tmp_path / "no.pftrace").exists()
+
+
+def test_flow_across_chunks_is_linked_at_stop(tmp_path):
+    out = tmp_path / "chunks.pftrace"
+    r = rec.start(out, buffer=10)
+    fid = rec.new_flow()
+    with rec.span("produce", flow_out=fid):
+        pass
+    for i in range(25):                     # two flushes between the flow's two ends
+        with rec.span("filler"):
+            pass
+    with rec.span("consume", flow_in=fid):
+        pass
+    assert r.sink.chunks >= 2
+    rec.stop()
+    assert tp.problems(out) == []
+    flows = tp.query(out, """select so.name src, si.name dst from flow f
+        join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
+    assert flows == [{"src": "produce", "dst": "consume"}]
+    assert tp.query(out, "select count(*) n from slice where name = 'filler'")[0]["n"] == 25

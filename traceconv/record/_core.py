@@ -271,9 +271,10 @@ def new_flow() -> int:
 
 def name_process(name: str) -> None:
     """The name this process shows under (default: the multiprocessing name or the script's)."""
-    rec = _rec
+    rec = _state["rec"]
     if rec is not None:
         rec.process_name = name
+        rec.named = True
 
 
 def name_thread(name: str, thread: threading.Thread | None = None) -> None:
@@ -317,6 +318,7 @@ class Recorder:
         self.shard = shard
         self.shard_dir = shard_dir
         self.is_parent = parent
+        self.named = process_name is not None          # else the default, looked up at each flush
         self.process_name = process_name or _default_process_name()
         self.threads: list[ThreadInfo] = []
         self.pending_thread_names: dict[int, str] = {}
@@ -380,7 +382,7 @@ class Recorder:
 
     def flush(self) -> None:
         """Write what the buffers hold (ring mode: the last window, whole)."""
-        with self.lock:
+        with _Busy(), self.lock:
             if self.closed:
                 return
             if self.ring_ns:
@@ -392,6 +394,8 @@ class Recorder:
                 self.sink.write_window(threads)
             else:
                 t0 = _clock()
+                if not self.named:            # multiprocessing names its children after the fork
+                    self.process_name = _default_process_name()
                 self.sink.append(self.take())
                 if not self.closing:          # the flush's own cost, on the thread that paid it
                     try:
@@ -504,6 +508,11 @@ _state: dict[str, Any] = {"rec": None}
 def stop() -> None:
     """Flush and close the recording (also done at interpreter exit); the parent merges the
     shards its workers wrote into its own output."""
+    with _Busy():
+        _stop()
+
+
+def _stop() -> None:
     global _rec, _tls
     rec = _state["rec"]
     if rec is None:
@@ -589,6 +598,9 @@ def _on_exit_in_child() -> None:
     try:
         from multiprocessing import util
         util.Finalize(None, stop, exitpriority=100)
+        # a multiprocessing child clears the finalizers when it starts running (after this fork
+        # hook, or after unpickling its target under spawn); its after-fork hooks run after that
+        util.register_after_fork(_state["rec"], _finalize_at_exit)
     except Exception:  # noqa: BLE001
         pass
     try:
@@ -599,7 +611,24 @@ def _on_exit_in_child() -> None:
         pass
 
 
+def _finalize_at_exit(_rec_obj: Any) -> None:
+    from multiprocessing import util
+    util.Finalize(None, stop, exitpriority=100)
+
+
+_busy = 0                  # flushes / stops under way on the main thread (where handlers run)
+_pending_term = False
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
+    global _pending_term
+    if _busy:                 # interrupted a flush or a stop: let it finish, then terminate
+        _pending_term = True
+        return
+    _terminate_now()
+
+
+def _terminate_now() -> None:
     try:
         stop()
     finally:
@@ -607,9 +636,29 @@ def _on_sigterm(signum: int, frame: Any) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+class _Busy:
+    """Marks a flush or stop on the main thread, so that SIGTERM waits for its end."""
+    __slots__ = ("main",)
+
+    def __enter__(self) -> None:
+        global _busy
+        self.main = threading.current_thread() is threading.main_thread()
+        if self.main:
+            _busy += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        global _busy, _pending_term
+        if self.main:
+            _busy -= 1
+            if not _busy and _pending_term:
+                _pending_term = False
+                _terminate_now()
+
+
 def _after_fork_in_child() -> None:
-    global _rec, _tls
+    global _rec, _tls, _thread_lock
     parent = _state["rec"]
+    _thread_lock = threading.Lock()           # another thread may have held it at the fork
     _tls = threading.local()
     _rec = None
     _state["rec"] = None

@@ -336,15 +336,40 @@ def _rank_key(p: Path) -> tuple[int, str]:
     return (int(m.group(1)) if m else 1 << 30, p.name)
 
 
+def _relink(rec: "_core.Recorder") -> Path | None:
+    """A streamed .pftrace whose flows crossed a chunk boundary: read it back and write it again
+    with those flows linked (at stop only; the chunks on disk stay valid until the rename)."""
+    from .merge import merge
+    tmp = rec.path.with_name(f".{rec.path.name}.chunks.pftrace")
+    os.replace(rec.path, tmp)
+    try:
+        merge([tmp], rec.path, single=True)
+    except Exception:  # noqa: BLE001 - keep the streamed file as it was
+        os.replace(tmp, rec.path)
+        return None
+    os.unlink(tmp)
+    return rec.path
+
+
 def merge_shards_into(rec: "_core.Recorder") -> Path | None:
     """The parent's stop: if workers wrote shards, move the parent's own file into the shard folder
     as rank 0 and write the merged timeline at the parent's path."""
     d = rec.shard_dir
     shards = shard_files(d) if d is not None else []
+    if not shards and getattr(rec.sink, "unlinked_flows", 0) and getattr(rec.sink, "chunks", 0) > 1:
+        return _relink(rec)
     if not shards or not rec.path.exists():
         return None
     own = d / f"rank0-pid{rec.pid}{_core._ext(rec.path)}"
     os.replace(rec.path, own)
     from .merge import merge
-    merge([own, *shards], rec.path)
+    try:
+        merge([own, *shards], rec.path)
+    except Exception as e:  # noqa: BLE001 - the recording must survive a failed merge
+        os.replace(own, rec.path)
+        import sys
+        print(f"traceconv.record: could not merge the shards in {d} into {rec.path} ({e}); "
+              f"merge them with: python -m traceconv.record merge {d} {rec.path} -o merged.pftrace",
+              file=sys.stderr)
+        return None
     return rec.path
