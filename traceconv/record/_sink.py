@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from ..model import Clock, Trace, TrackKind
@@ -110,16 +111,16 @@ class Builder:
                 t.set_thread_name(th, info.name)
             if not evs:
                 continue
+            spans = [e for e in evs if e[0] == SPAN]
+            if spans:
+                self._spans(spans, tr)
+            if len(spans) == len(evs):
+                continue
             for e in evs:
                 k = e[0]
                 if k == SPAN:
-                    s.ts.append(e[1] + off)
-                    s.dur.append(e[2] - e[1])
-                    s.track.append(tr)
-                    s.name.append(intern(e[3]))
-                    s.cat.append(intern(e[4]))
-                    s.args.append(_args(e[5]))
-                elif k == FSPAN:
+                    continue
+                if k == FSPAN:
                     args = dict(e[5]) if e[5] else {}
                     if e[6]:
                         args["flow_out"] = list(e[6]) if len(e[6]) > 1 else e[6][0]
@@ -146,6 +147,25 @@ class Builder:
                     ctr = self._track(("counter", e[2], e[4]))
                     t.add_counter(ctr, e[1] + off, float(e[3]))
         s.depth = s.parent = None
+
+    def _spans(self, spans: list, tr: int) -> None:
+        """Plain spans in bulk: the tuples transposed once, the columns filled with numpy."""
+        s = self.trace.slices
+        _, t0, t1, names, cats, args = zip(*spans)
+        a0 = np.fromiter(t0, np.int64, len(t0))
+        s.ts.frombytes((a0 + self.rec.offset).tobytes())
+        s.dur.frombytes((np.fromiter(t1, np.int64, len(t1)) - a0).tobytes())
+        s.track.frombytes(np.full(len(t0), tr, np.int32).tobytes())
+        intern = self.trace.strings.intern
+        for col, values in ((s.name, names), (s.cat, cats)):
+            ids = {v: intern(v) for v in set(values)}
+            col.frombytes(np.fromiter(map(ids.__getitem__, values), np.int32, len(values)).tobytes())
+        if any(args):
+            rows = [_args(x) or b"" for x in args]
+            s.args.extend_packed(np.frombuffer(b"".join(rows), np.uint8),
+                                 np.fromiter(map(len, rows), np.int64, len(rows)))
+        else:
+            s.args.extend_packed(b"", np.zeros(len(args), np.int64))
 
     def link_flows(self) -> int:
         """Flows whose two ends are both in this trace become links; the rest stay as ids in the
