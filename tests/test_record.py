@@ -208,7 +208,8 @@ for i in range(250):
         pass
 os.kill(os.getpid(), signal.SIGKILL)
 """
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=120, env=env)
     assert proc.returncode == -9
     assert tp.problems(out) == []
     rows = tp.query(out, "select count(*) n from slice where name = 'step'")
@@ -216,6 +217,19 @@ os.kill(os.getpid(), signal.SIGKILL)
     # the 51 steps after them were lost with the process
     assert rows[0]["n"] == 199
     assert tp.query(out, "select count(*) n from slice where name = 'traceconv.record flush'")[0]["n"] == 1
+
+
+def test_ring_buffer_bounds_memory(tmp_path):
+    out = tmp_path / "ring_cap.pftrace"
+    r = rec.start(out, buffer=100, ring_seconds=60)
+    for i in range(1000):
+        with rec.span("s", i=i):
+            pass
+    assert max(len(info.events) for info in r.threads) <= 100
+    assert r.dropped > 0
+    rec.stop()
+    vals = [int(v) for v in _arg(out, "s", "i")]
+    assert len(vals) + r.dropped == 1000 and vals == list(range(1000 - len(vals), 1000))   # the newest kept
 
 
 def test_ring_buffer_keeps_the_last_seconds(tmp_path):
@@ -267,11 +281,13 @@ def test_disabled_span_is_a_shared_no_op(tmp_path):
 def test_environment_variable_starts_and_turns_off(tmp_path):
     out = tmp_path / "env.pftrace"
     script = "import traceconv.record as rec\nwith rec.span('from_env'):\n    pass\n"
-    env = {**os.environ, "TRACECONV_RECORD": str(out)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    env["TRACECONV_RECORD"] = str(out)
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)
     assert [r["name"] for r in _slices(out)] == ["from_env"]
     env["TRACECONV_RECORD"] = "0"
-    script_off = script + f"rec.start({str(tmp_path / 'no.pftrace')!r})\nassert rec.span('x') is rec.NULL_SPAN\n"
+    script_off = script + (f"rec.start({str(tmp_path / 'no.pftrace')!r})\nassert rec.span('x') is rec.NULL_SPAN\n"
+                           "f = lambda: 1\nassert rec.traced(f) is f\n")
     subprocess.run([sys.executable, "-c", script_off], cwd=ROOT, env=env, check=True, timeout=120)
     assert not (tmp_path / "no.pftrace").exists()
 
@@ -294,3 +310,33 @@ def test_flow_across_chunks_is_linked_at_stop(tmp_path):
         join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
     assert flows == [{"src": "produce", "dst": "consume"}]
     assert tp.query(out, "select count(*) n from slice where name = 'filler'")[0]["n"] == 25
+
+
+def test_flush_every_writes_in_the_background(tmp_path):
+    out = tmp_path / "bg.pftrace"
+    r = rec.start(out, flush_every=0.05)
+    with rec.span("early"):
+        pass
+    deadline = time.monotonic() + 10
+    while r.flushes == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.05)
+    assert r.flushes >= 1
+    assert [x["name"] for x in _slices(out)] == ["early"]        # on disk before stop
+    rec.stop()
+
+
+def test_the_readme_example_runs(tmp_path):
+    out = tmp_path / "run.pftrace"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    subprocess.run([sys.executable, str(ROOT / "examples" / "record_basic.py"), str(out)], cwd=tmp_path,
+                   env=env, check=True, timeout=120)
+    assert tp.problems(out) == []
+    rows = _slices(out)
+    assert [(r["name"], r["depth"], r["thread"]) for r in rows] == [
+        ("load_batch", 0, "loader"), ("step", 0, "MainThread"), ("env_step", 1, "MainThread"),
+        ("forward", 1, "MainThread"), ("checkpoint", 0, "MainThread")]
+    flows = tp.query(out, """select so.name src, si.name dst from flow f
+        join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
+    assert flows == [{"src": "load_batch", "dst": "step"}]
+    assert tp.query(out, "select name from process where name = 'trainer'") == [{"name": "trainer"}]

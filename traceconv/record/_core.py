@@ -40,6 +40,7 @@ _tls = threading.local()
 _cap = 1 << 16
 _disabled = False
 _thread_lock = threading.Lock()
+_off_for_good = os.environ.get("TRACECONV_RECORD", "x").strip().lower() in ("0", "off", "false", "no", "none")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -210,6 +211,8 @@ def traced(fn: Any = None, *, name: str | None = None, cat: str | None = None) -
     (``@traced``, ``@traced(name="forward", cat="model")``)."""
     if fn is None:
         return lambda f: traced(f, name=name, cat=cat)
+    if _off_for_good:
+        return fn                    # TRACECONV_RECORD=0: recording can never start, no wrapper
     label = name or getattr(fn, "__qualname__", None) or repr(fn)
     import functools
 
@@ -364,8 +367,9 @@ class Recorder:
             self.flush()
 
     def _trim(self, buf: list) -> None:
-        """Ring mode: drop this thread's events that ended before the window; past the hard limit
-        (twice the buffer) the oldest go too, counted."""
+        """Ring mode, a thread's buffer full: drop its events that ended before the window; if more
+        than half the buffer is still left, the oldest of them too (counted in ``dropped``), so
+        that the buffer bounds memory and the next trim is ``buffer / 2`` events away."""
         horizon = _clock() - self.ring_ns
         with self.lock:
             n = 0
@@ -374,8 +378,9 @@ class Recorder:
                 if end >= horizon:
                     break
                 n += 1
-            if len(buf) - n >= 2 * self.buffer:
-                extra = len(buf) - n - self.buffer
+            keep = self.buffer // 2
+            if len(buf) - n > keep:
+                extra = len(buf) - n - keep
                 n += extra
                 self.dropped += extra
             del buf[:n]
@@ -464,7 +469,8 @@ def start(path: str | os.PathLike[str] | None = None, *, buffer: int = 1 << 16,
     * ``buffer``: events per thread held before they are written (the .pftrace grows by one
       self-contained chunk per flush, so memory stays bounded and a crash loses at most this).
     * ``ring_seconds``: keep only the last N seconds in memory and write them (the whole file,
-      replaced) on :func:`flush` and at :func:`stop` -- for always-on recording.
+      replaced) on :func:`flush` and at :func:`stop` -- for always-on recording; ``buffer`` then
+      caps the events kept per thread (past it the oldest go, counted in the trace's warnings).
     * ``flush_every``: also flush every N seconds from a background thread.
     * ``workers``: child processes (multiprocessing, subprocesses that import traceconv.record)
       record into ``<name>.shards/`` and :func:`stop` merges them into ``path``.
@@ -522,9 +528,8 @@ def _stop() -> None:
     rec.close()
     _tls = threading.local()
     if rec.is_parent and rec.shard_dir is not None:
-        if os.environ.get(ENV_PARENT, "").startswith(f"{rec.pid};"):
-            os.environ.pop(ENV_PARENT, None)
-            os.environ.pop(ENV_ANCHOR, None)
+        # $TRACECONV_RECORD_PARENT stays: a child started after this still records a shard
+        # (merge it with python -m traceconv.record merge) instead of overwriting our output
         from ._sink import merge_shards_into
         merge_shards_into(rec)
 

@@ -328,6 +328,7 @@ class WholeSink:
     def _save(self, b: Builder) -> None:
         from ..api import save
         self.unlinked_flows = b.link_flows()
+        b.trace.meta.extra["record"]["dropped"] = self.rec.dropped
         if self.rec.dropped:
             from ..errors import WarningCode
             b.trace.diagnostics.warn(WarningCode.DROPPED_EVENT, "events dropped by the ring buffer's limit",
