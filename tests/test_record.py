@@ -340,3 +340,13 @@ def test_the_readme_example_runs(tmp_path):
         join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
     assert flows == [{"src": "load_batch", "dst": "step"}]
     assert tp.query(out, "select name from process where name = 'trainer'") == [{"name": "trainer"}]
+
+
+def test_null_span_behaves_as_a_context_manager():
+    assert rec.span("x") is rec.NULL_SPAN
+    with rec.span("x", k=1) as s:
+        assert s is rec.NULL_SPAN
+        s.set(more=2)
+    with pytest.raises(KeyError):                 # exceptions are not swallowed
+        with rec.span("x"):
+            raise KeyError("k")

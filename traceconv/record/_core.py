@@ -112,20 +112,24 @@ def _full(buf: list) -> None:
 # ---------------------------------------------------------------- spans
 
 class _Null:
-    """What ``span()`` returns when nothing records: as cheap as an empty context manager."""
+    """What ``span()`` returns when nothing records: one shared object whose ``__enter__`` and
+    ``__exit__`` are C functions, so that ``with span(...)`` costs less than an empty Python
+    context manager (two Python calls): ``__enter__`` is ``itertools.repeat(NULL_SPAN).__next__``
+    (called with no argument -- a builtin method is not a descriptor, so ``with`` does not pass
+    the object -- it returns NULL_SPAN), ``__exit__`` is ``"".format``, which takes the three
+    exception arguments and returns ``""``: false, so an exception goes on as it would."""
     __slots__ = ()
 
-    def __enter__(self) -> "_Null":
-        return self
+    def set(self, **args: Any) -> None:
+        pass
 
-    def __exit__(self, *exc: Any) -> bool:
-        return False
-
-    def __call__(self, fn: F) -> F:
-        return fn
+    def flow(self) -> int:
+        return new_flow()
 
 
 NULL_SPAN = _Null()
+_Null.__enter__ = itertools.repeat(NULL_SPAN).__next__  # type: ignore[attr-defined]
+_Null.__exit__ = "".format  # type: ignore[attr-defined]
 
 
 class Span:
@@ -197,7 +201,8 @@ def span(name: str, cat: str | None = None, flow_out: Any = None, flow_in: Any =
 
     ``flow_out`` / ``flow_in``: a flow id (or ids) from :func:`new_flow` that this span starts /
     ends, to draw an arrow from a producer span to its consumer in another thread or process.
-    Also a decorator: ``@span("load")``.  When nothing records it returns a shared no-op object.
+    (To time every call of a function, decorate it with :func:`traced`.)  When nothing records it
+    returns a shared no-op object.
     """
     if _rec is None:
         return NULL_SPAN
