@@ -57,6 +57,26 @@ def bench(body, n: int, repeat: int) -> float:
     return best / n
 
 
+def run_phase(rows_out: list, phase: list, n: int, repeat: int, base: float) -> None:
+    """Time every row of ``phase`` once per round, rounds interleaved (so a burst of other work on
+    the machine hits every row alike), keeping each row's best: (group, label, body, after, minus)."""
+    best = [float("inf")] * len(phase)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            for k, (_, _, body, after, _) in enumerate(phase):
+                t0 = _now()
+                body(n)
+                best[k] = min(best[k], _now() - t0)
+                if after is not None:
+                    after()
+    finally:
+        gc.enable()
+    for k, (group, label, _, _, minus) in enumerate(phase):
+        rows_out.append((group, label, max(0.0, best[k] / n - base - (minus or 0.0))))
+
+
 def empty_loop(n):
     for _ in range(n):
         pass
@@ -106,16 +126,8 @@ def main() -> None:
     n, repeat = a.n, a.repeat
     rows: list[tuple[str, str, float | None]] = []
     base = bench(empty_loop, n, repeat)
-
-    def row(group: str, label: str, body) -> None:
-        if body is None:
-            rows.append((group, label, None))
-            return
-        rows.append((group, label, max(0.0, bench(body, n, repeat) - base)))
-
     span, counter = rec.span, rec.counter
 
-    # ---- nothing recording
     def empty_cm(n):
         for _ in range(n):
             with _EMPTY:
@@ -156,14 +168,7 @@ def main() -> None:
         for _ in range(n):
             plain_fn()
 
-    row("off", "empty context manager (a class with __enter__/__exit__)", empty_cm)
-    row("off", "contextlib.nullcontext()", nullctx)
-    row("off", "traceconv span, no recorder", rec_span)
-    row("off", "traceconv @traced call, no recorder (minus a plain call)", None)
-    rows[-1] = (rows[-1][0], rows[-1][1], max(0.0, bench(call_traced, n, repeat) - bench(call_plain, n, repeat)))
-    row("off", "traceconv counter, no recorder", rec_counter)
-
-    # ---- the timers the drop-ins replace, and ours, without a recorder
+    plain = bench(call_plain, n, repeat)
     try:
         import mlagents_envs.timers as ml
     except ImportError:
@@ -193,57 +198,59 @@ def main() -> None:
                     pass
         return body
 
-    row("timers", "ML-Agents hierarchical_timer (mlagents_envs.timers)", ml_timer(ml) if ml else None)
-    row("timers", "traceconv.record.mlagents.hierarchical_timer, no recorder", ml_timer(our_ml))
-    row("timers", "Sample Factory Timing.add_time (sample_factory.utils.timing)", sf_add_time(sf) if sf else None)
-    row("timers", "traceconv.record.samplefactory Timing.add_time, no recorder", sf_add_time(our_sf))
-    row("timers", "ML-Agents set_gauge", ml_gauge(ml) if ml else None)
+    # ---- nothing recording: the no-op paths and the timers the drop-ins replace
+    phase = [
+        ("off", "empty context manager (a class with __enter__/__exit__)", empty_cm, None, None),
+        ("off", "contextlib.nullcontext()", nullctx, None, None),
+        ("off", "traceconv span, no recorder", rec_span, None, None),
+        ("off", "traceconv @traced call, no recorder (minus a plain call)", call_traced, None, plain),
+        ("off", "traceconv counter, no recorder", rec_counter, None, None),
+        ("timers", "traceconv.record.mlagents.hierarchical_timer, no recorder", ml_timer(our_ml), None, None),
+        ("timers", "traceconv.record.samplefactory Timing.add_time, no recorder", sf_add_time(our_sf), None, None),
+    ]
+    if ml:
+        phase += [("timers", "ML-Agents hierarchical_timer (mlagents_envs.timers)", ml_timer(ml), None, None),
+                  ("timers", "ML-Agents set_gauge", ml_gauge(ml), None, None)]
+    else:
+        rows.append(("timers", "ML-Agents hierarchical_timer (mlagents_envs.timers)", None))
+    if sf:
+        phase.append(("timers", "Sample Factory Timing.add_time (sample_factory.utils.timing)", sf_add_time(sf),
+                      None, None))
+    else:
+        rows.append(("timers", "Sample Factory Timing.add_time", None))
+    run_phase(rows, phase, n, repeat, base)
 
-    # ---- recording
+    # ---- recording (hot path: the buffer holds the whole loop; what it buffered is dropped after)
     tmp = Path(tempfile.mkdtemp(prefix="bench-record-"))
     rec.start(tmp / "bench.pftrace", buffer=max(1 << 16, n + 16), workers=False)
     r = rec.recorder()
+    drain = r.take
 
-    def drain():
-        r.take()            # drop what the timed loop buffered, unwritten
+    def disabled_span(n):
+        rec.disable()
+        rec_span(n)
+        rec.enable()
 
-    def timed_rec(label, body, group="recording"):
-        best = float("inf")
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(repeat):
-                t0 = _now()
-                body(n)
-                best = min(best, _now() - t0)
-                drain()
-        finally:
-            gc.enable()
-        rows.append((group, label, max(0.0, best / n - base)))
-
-    timed_rec("traceconv span", rec_span)
-    timed_rec("traceconv span with cat and an arg", rec_span_args)
-    tr = bench(call_traced, n, repeat)
-    drain()
-    rows.append(("recording", "traceconv @traced call (minus a plain call)", max(0.0, tr - bench(call_plain, n, repeat))))
-    timed_rec("traceconv counter sample", rec_counter)
-    timed_rec("traceconv.record.mlagents.hierarchical_timer", ml_timer(our_ml))
-    timed_rec("traceconv.record.mlagents.set_gauge", ml_gauge(our_ml))
-    timed_rec("traceconv.record.samplefactory Timing.add_time", sf_add_time(our_sf))
-
+    run_phase(rows, [
+        ("recording", "traceconv span", rec_span, drain, None),
+        ("recording", "traceconv span with cat and an arg", rec_span_args, drain, None),
+        ("recording", "traceconv @traced call (minus a plain call)", call_traced, drain, plain),
+        ("recording", "traceconv counter sample", rec_counter, drain, None),
+        ("recording", "traceconv.record.mlagents.hierarchical_timer", ml_timer(our_ml), drain, None),
+        ("recording", "traceconv.record.mlagents.set_gauge", ml_gauge(our_ml), drain, None),
+        ("recording", "traceconv.record.samplefactory Timing.add_time", sf_add_time(our_sf), drain, None),
+        ("recording", "traceconv span, recorder started but disable()d", disabled_span, drain, None),
+    ], n, repeat, base)
     # the write, amortized: n buffered spans turned into the model and written as one chunk
     best_write = float("inf")
-    for _ in range(max(1, repeat // 2)):
+    for _ in range(max(2, repeat // 2)):
         rec_span(n)
         t0 = _now()
         r.flush()
         best_write = min(best_write, _now() - t0)
-    rows.append(("recording", "writing the .pftrace, per span (flush of n spans)", best_write / n))
-    span_cost = next(v for g, l, v in rows if l == "traceconv span")
+    rows.append(("recording", "writing the .pftrace, per span (a flush of n spans)", best_write / n))
+    span_cost = next(v for g, lab, v in rows if lab == "traceconv span")
     rows.append(("recording", "traceconv span + its share of the write (amortized)", span_cost + best_write / n))
-    rec.disable()
-    row("recording", "traceconv span, recorder started but disable()d", rec_span)
-    rec.enable()
     rec.stop()
     size = (tmp / "bench.pftrace").stat().st_size
 
@@ -275,26 +282,18 @@ def main() -> None:
             for i in range(n):
                 ac("fps", {"value": i})
 
-        def viz_timed(label, body):
-            best = float("inf")
-            for _ in range(repeat):
-                tracer.clear()
-                t0 = _now()
-                body(n)
-                best = min(best, _now() - t0)
-            rows.append(("viztracer", label, max(0.0, best / n - base)))
-
-        viz_timed("viztracer log_event (custom duration event)", viz_event)
-        viz_timed("viztracer @log_sparse call (minus a plain call)", viz_sparse)
-        rows[-1] = (rows[-1][0], rows[-1][1], max(0.0, rows[-1][2] - bench(call_plain, n, repeat)))
-        viz_timed("viztracer add_counter", viz_counter)
+        run_phase(rows, [
+            ("viztracer", "viztracer log_event (custom duration event)", viz_event, tracer.clear, None),
+            ("viztracer", "viztracer @log_sparse call (minus a plain call)", viz_sparse, tracer.clear, plain),
+            ("viztracer", "viztracer add_counter", viz_counter, tracer.clear, None),
+        ], n, repeat, base)
         tracer.stop()
         tracer.clear()
     else:
         rows.append(("viztracer", "viztracer", None))
 
-    print(f"# bench_record: n={n:,} per row, best of {repeat}; Python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} cores; empty loop {base:.1f} ns/iteration (subtracted)")
+    print(f"# bench_record: n={n:,} per row, best of {repeat} interleaved rounds, thread CPU time; "
+          f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; empty loop {base:.1f} ns/iteration (subtracted)")
     print(f"# .pftrace of the write rows: {size / 1e6:.1f} MB")
     print("| group | operation | ns per op |")
     print("|---|---|---:|")
