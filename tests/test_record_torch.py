@@ -76,7 +76,7 @@ def test_handler_removes_the_json_when_conversion_fails(tmp_path):
 
 
 @tp.requires_trace_processor
-def test_cpu_training_loop_under_torch_profiler(tmp_path):
+def test_cpu_training_loop_under_torch_profiler(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch", reason="torch is not installed (a CPU build runs this test)")
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
@@ -94,20 +94,46 @@ def test_cpu_training_loop_under_torch_profiler(tmp_path):
                 opt.step()
                 prof.step()
 
+    # the JSON the profiler exported for the window is kept aside (a copy made as the handler
+    # deletes it), to be converted the usual way and compared
+    kept = tmp_path / "window.pt.trace.json"
+    real_unlink = os.unlink
+
+    def spy(path, *a, **kw):
+        if str(path).endswith(".pt.trace.json"):
+            shutil.copyfile(path, kept)
+        return real_unlink(path, *a, **kw)
+
+    monkeypatch.setattr(os, "unlink", spy)
     ours = tmp_path / "ours"
     train(trace_handler(ours, worker_name="w"))
+    monkeypatch.undo()
     files = sorted(ours.iterdir())
-    assert len(files) == 1 and files[0].name.endswith(".pt.trace.pftrace")
+    assert len(files) == 1 and re.fullmatch(r"w\.\d+\.pt\.trace\.pftrace", files[0].name)   # no JSON left
     assert tp.problems(files[0]) == []
-    names = {r[2] for r in tp.slices(files[0])}
-    assert any(n.startswith("ProfilerStep#") for n in names) and "aten::addmm" in names
-    # the same window through tensorboard_trace_handler's JSON, converted, has the same shape
-    theirs = tmp_path / "theirs"
-    train(tensorboard_trace_handler(str(theirs), worker_name="w"))
-    js = sorted(theirs.iterdir())
-    assert len(js) == 1
+    got = tp.slices(files[0])
+    names = {r[2] for r in got}
+    assert sum(n.startswith("ProfilerStep#") for n in names) == 2 and "aten::addmm" in names
+    # the same content as converting the JSON of the same window
     ref = tmp_path / "ref.pftrace"
-    traceconv.convert(js[0], ref)
-    ref_names = {r[2] for r in tp.slices(ref)}
-    assert {n for n in names if not n.startswith("ProfilerStep#")} == \
-        {n for n in ref_names if not n.startswith("ProfilerStep#")}
+    traceconv.convert(kept, ref)
+    assert files[0].read_bytes() == ref.read_bytes()
+    assert got == tp.slices(ref)
+
+
+def test_rank_in_the_name_when_torch_distributed_is_initialized(tmp_path):
+    pytest.importorskip("torch", reason="torch is not installed")
+    import socket as _s
+
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("this torch build has no torch.distributed")
+    with _s.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        out = trace_handler(tmp_path)(StandInProfiler())
+    finally:
+        dist.destroy_process_group()
+    assert re.fullmatch(rf"{re.escape(socket.gethostname())}_{os.getpid()}_rank0\.\d+\.pt\.trace\.pftrace", out.name)
