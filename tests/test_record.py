@@ -350,3 +350,36 @@ def test_null_span_behaves_as_a_context_manager():
     with pytest.raises(KeyError):                 # exceptions are not swallowed
         with rec.span("x"):
             raise KeyError("k")
+
+
+def test_overlapping_spans_keep_their_durations_across_chunks(tmp_path):
+    """Spans that overlap without nesting on one thread (generators, async code) go to an overlap
+    lane; the lane keeps its track number in later chunks, whose own tracks come after it."""
+    out = tmp_path / "overlap.pftrace"
+    rec.start(out, buffer=6)
+    for k in range(3):
+        a = rec.span("a", k=k)
+        b = rec.span("b", k=k)
+        a.__enter__()
+        b.__enter__()
+        time.sleep(0.001)
+        a.__exit__(None, None, None)             # a ends inside b: not nested
+        time.sleep(0.001)
+        b.__exit__(None, None, None)
+        if k == 1:
+            def other():
+                with rec.span("other_thread"):
+                    pass
+            th = threading.Thread(target=other, name="late")
+            th.start()
+            th.join()
+    rec.stop()
+    assert tp.problems(out) == []
+    rows = tp.query(out, """select s.name, s.dur, coalesce(t.name, th.name) track from slice s
+        join track t on t.id = s.track_id left join thread_track tt on tt.id = s.track_id
+        left join thread th using (utid) where s.name in ('a', 'b', 'other_thread') order by s.ts""")
+    assert [r["name"] for r in rows if r["name"] != "other_thread"] == ["a", "b"] * 3
+    assert all(r["dur"] >= 1_000_000 for r in rows if r["name"] == "a")
+    assert all(r["dur"] >= 2_000_000 for r in rows if r["name"] == "b")
+    assert {r["track"] for r in rows if r["name"] == "b"} == {"MainThread (overlap 1)"}
+    assert [r["track"] for r in rows if r["name"] == "other_thread"] == ["late"]
