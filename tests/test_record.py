@@ -1,0 +1,385 @@
+"""traceconv.record: spans, instants, counters, flows, threads, streaming chunks, ring buffer, JSON.
+
+Every recorded file is loaded back with Perfetto's trace_processor (tests/perfetto_oracle.py) and
+checked for content: names, order, nesting, durations against what the test measured itself.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+import perfetto_oracle as tp
+import traceconv.record as rec
+from traceconv.record import _core
+
+pytestmark = tp.requires_trace_processor
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    rec.stop()
+    rec.enable()
+    yield
+    rec.stop()
+    rec.enable()
+
+
+def _slices(path, where=""):
+    return tp.query(path, f"""
+        select s.name, s.category as cat, s.ts, s.dur, s.depth, t.name as thread, t.tid
+        from slice s join thread_track tt on tt.id = s.track_id join thread t using (utid)
+        where s.name not like 'traceconv.record%' {where} order by s.ts, s.depth""")
+
+
+def _arg(path, slice_name, key):
+    rows = tp.query(path, f"""select display_value v from slice s join args a using (arg_set_id)
+        where s.name = '{slice_name}' and a.key = 'debug.{key}'""")
+    return [r["v"] for r in rows]
+
+
+def test_spans_nest_in_order_with_their_durations(tmp_path):
+    out = tmp_path / "run.pftrace"
+    rec.start(out)
+    t = {}
+    t0 = time.time_ns()
+    with rec.span("step", cat="rollout", frames=4):
+        t["a"] = time.perf_counter_ns()
+        with rec.span("env_step"):
+            time.sleep(0.01)
+        with rec.span("policy"):
+            time.sleep(0.005)
+        t["b"] = time.perf_counter_ns()
+    rec.instant("checkpoint", step=7)
+    rec.counter("fps", 1234.5)
+    rec.counter("fps", 1300.0)
+    t1 = time.time_ns()
+    rec.stop()
+    assert tp.problems(out) == []
+    rows = _slices(out)
+    assert [(r["name"], r["depth"]) for r in rows] == [("step", 0), ("env_step", 1), ("policy", 1), ("checkpoint", 0)]
+    step, env, pol, ck = rows
+    assert step["cat"] == "rollout"
+    assert 10_000_000 <= env["dur"] < 60_000_000 and 5_000_000 <= pol["dur"] < 50_000_000
+    assert step["ts"] <= env["ts"] and env["ts"] + env["dur"] <= pol["ts"]
+    assert pol["ts"] + pol["dur"] <= step["ts"] + step["dur"] <= ck["ts"]
+    assert step["dur"] >= t["b"] - t["a"]
+    # Unix time: the anchor put the spans between the wall-clock reads around them
+    assert t0 - 1_000_000 <= step["ts"] <= t1 + 1_000_000
+    assert ck["dur"] == 0
+    assert _arg(out, "step", "frames") == ["4"] and _arg(out, "checkpoint", "step") == ["7"]
+    assert env["thread"] == "MainThread" and env["tid"] == threading.get_native_id()
+    vals = tp.query(out, """select c.value from counter c join counter_track t on t.id = c.track_id
+                            where t.name = 'fps' order by c.ts""")
+    assert [r["value"] for r in vals] == [1234.5, 1300.0]
+    proc = tp.query(out, "select pid, name from process where pid = %d" % os.getpid())
+    assert proc and proc[0]["name"]
+
+
+def test_traced_threads_and_names(tmp_path):
+    out = tmp_path / "threads.pftrace"
+    rec.start(out)
+    rec.name_process("trainer")
+
+    @rec.traced
+    def work(n):
+        time.sleep(0.002)
+        return n * 2
+
+    @rec.traced(name="load", cat="io")
+    def load():
+        return 1
+
+    def worker(k):
+        rec.name_thread(f"env-{k}")
+        for _ in range(3):
+            work(k)
+
+    ths = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert load() == 1 and work(3) == 6
+    rec.stop()
+    assert tp.problems(out) == []
+    rows = _slices(out)
+    by_thread = {}
+    for r in rows:
+        by_thread.setdefault(r["thread"], []).append(r["name"])
+    assert by_thread["env-0"] == by_thread["env-1"] == ["test_traced_threads_and_names.<locals>.work"] * 3
+    assert by_thread["MainThread"] == ["load", "test_traced_threads_and_names.<locals>.work"]
+    assert [r["cat"] for r in rows if r["name"] == "load"] == ["io"]
+    assert tp.query(out, f"select name from process where pid = {os.getpid()}")[0]["name"] == "trainer"
+
+
+def test_flow_between_threads(tmp_path):
+    out = tmp_path / "flow.pftrace"
+    rec.start(out)
+    fid = rec.new_flow()
+    ready = threading.Event()
+
+    def consumer():
+        ready.wait()
+        with rec.span("consume", flow_in=fid):
+            time.sleep(0.001)
+
+    th = threading.Thread(target=consumer)
+    th.start()
+    with rec.span("produce", flow_out=fid):
+        time.sleep(0.001)
+    ready.set()
+    th.join()
+    rec.stop()
+    flows = tp.query(out, """select so.name src, si.name dst from flow f
+        join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
+    assert flows == [{"src": "produce", "dst": "consume"}]
+    assert _arg(out, "produce", "flow_out") == [str(fid)]
+
+
+def test_streaming_chunks_bound_memory_and_survive_a_cut(tmp_path):
+    out = tmp_path / "stream.pftrace"
+    r = rec.start(out, buffer=50)
+    with rec.span("outer"):
+        for i in range(240):
+            with rec.span("tick", i=i):
+                pass
+            if i % 40 == 0:
+                rec.counter("i", i)
+    rec.stop()
+    assert r.sink.chunks >= 4                      # written as it went, not at the end
+    assert max(len(info.events) for info in r.threads) <= 50
+    assert tp.problems(out) == []
+    rows = _slices(out)
+    ticks = [x for x in rows if x["name"] == "tick"]
+    assert len(ticks) == 240 and all(x["depth"] == 1 for x in ticks)
+    assert [x["name"] for x in rows][0] == "outer"            # the parent, flushed last, encloses them all
+    assert [int(v) for v in _arg(out, "tick", "i")] == list(range(240))
+    # a copy cut right after the first chunk is a valid trace holding that chunk's events
+    data = out.read_bytes()
+    first = _first_chunk_end(data)
+    cut = tmp_path / "cut.pftrace"
+    cut.write_bytes(data[:first])
+    assert tp.problems(cut) == []
+    n = tp.query(cut, "select count(*) n from slice where name = 'tick'")[0]["n"]
+    assert 0 < n < 240
+
+
+def _first_chunk_end(data: bytes) -> int:
+    """Offset of the second chunk: the second packet that clears the incremental state."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    pos, seen = 0, 0
+    while pos < len(data):
+        start = pos
+        assert data[pos] == 0x0A
+        pos += 1
+        n, shift = 0, 0
+        while True:
+            b = data[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        p = pb.TracePacket.FromString(data[pos:pos + n])
+        pos += n
+        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+            seen += 1
+            if seen == 2:
+                return start
+    raise AssertionError("one chunk only")
+
+
+def test_killed_process_keeps_what_was_flushed(tmp_path):
+    out = tmp_path / "killed.pftrace"
+    script = f"""
+import os, signal, traceconv.record as rec
+rec.start({str(out)!r}, buffer=100)
+for i in range(250):
+    with rec.span("step", i=i):
+        pass
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=120, env=env)
+    assert proc.returncode == -9
+    assert tp.problems(out) == []
+    rows = tp.query(out, "select count(*) n from slice where name = 'step'")
+    # two full buffers were flushed (100 steps, then the first flush's own span and 99 steps);
+    # the 51 steps after them were lost with the process
+    assert rows[0]["n"] == 199
+    assert tp.query(out, "select count(*) n from slice where name = 'traceconv.record flush'")[0]["n"] == 1
+
+
+def test_ring_buffer_bounds_memory(tmp_path):
+    out = tmp_path / "ring_cap.pftrace"
+    r = rec.start(out, buffer=100, ring_seconds=60)
+    for i in range(1000):
+        with rec.span("s", i=i):
+            pass
+    assert max(len(info.events) for info in r.threads) <= 100
+    assert r.dropped > 0
+    rec.stop()
+    vals = [int(v) for v in _arg(out, "s", "i")]
+    assert len(vals) + r.dropped == 1000 and vals == list(range(1000 - len(vals), 1000))   # the newest kept
+
+
+def test_ring_buffer_keeps_the_last_seconds(tmp_path):
+    out = tmp_path / "ring.pftrace"
+    rec.start(out, buffer=20, ring_seconds=0.2)
+    for i in range(30):
+        with rec.span("old", i=i):
+            pass
+    time.sleep(0.3)
+    for i in range(10):
+        with rec.span("new", i=i):
+            pass
+    rec.flush()
+    assert tp.problems(out) == []
+    names = [r["name"] for r in _slices(out)]
+    assert names == ["new"] * 10
+    rec.stop()
+
+
+def test_chrome_json_output(tmp_path):
+    out = tmp_path / "run.json"
+    rec.start(out)
+    with rec.span("a", k="v"):
+        with rec.span("b"):
+            pass
+    rec.stop()
+    doc = orjson.loads(out.read_bytes())
+    xs = sorted((e for e in doc["traceEvents"] if e.get("ph") == "X"), key=lambda e: float(e["ts"]))
+    assert [e["name"] for e in xs] == ["a", "b"] and xs[0]["args"] == {"k": "v"}
+    assert doc["metadata"]["record"]["pid"] == os.getpid()
+    assert [r["name"] for r in _slices(out)] == ["a", "b"]
+
+
+def test_disabled_span_is_a_shared_no_op(tmp_path):
+    assert rec.span("x") is rec.NULL_SPAN                      # nothing started
+    out = tmp_path / "off.pftrace"
+    rec.start(out)
+    rec.disable()
+    assert rec.span("x", k=1) is rec.NULL_SPAN and not rec.recording()
+    with rec.span("hidden"):
+        pass
+    rec.enable()
+    with rec.span("shown"):
+        pass
+    rec.stop()
+    assert [r["name"] for r in _slices(out)] == ["shown"]
+
+
+def test_environment_variable_starts_and_turns_off(tmp_path):
+    out = tmp_path / "env.pftrace"
+    script = "import traceconv.record as rec\nwith rec.span('from_env'):\n    pass\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    env["TRACECONV_RECORD"] = str(out)
+    subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)
+    assert [r["name"] for r in _slices(out)] == ["from_env"]
+    env["TRACECONV_RECORD"] = "0"
+    script_off = script + (f"rec.start({str(tmp_path / 'no.pftrace')!r})\nassert rec.span('x') is rec.NULL_SPAN\n"
+                           "f = lambda: 1\nassert rec.traced(f) is f\n")
+    subprocess.run([sys.executable, "-c", script_off], cwd=ROOT, env=env, check=True, timeout=120)
+    assert not (tmp_path / "no.pftrace").exists()
+
+
+def test_flow_across_chunks_is_linked_at_stop(tmp_path):
+    out = tmp_path / "chunks.pftrace"
+    r = rec.start(out, buffer=10)
+    fid = rec.new_flow()
+    with rec.span("produce", flow_out=fid):
+        pass
+    for i in range(25):                     # two flushes between the flow's two ends
+        with rec.span("filler"):
+            pass
+    with rec.span("consume", flow_in=fid):
+        pass
+    assert r.sink.chunks >= 2
+    rec.stop()
+    assert tp.problems(out) == []
+    flows = tp.query(out, """select so.name src, si.name dst from flow f
+        join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
+    assert flows == [{"src": "produce", "dst": "consume"}]
+    assert tp.query(out, "select count(*) n from slice where name = 'filler'")[0]["n"] == 25
+
+
+def test_flush_every_writes_in_the_background(tmp_path):
+    out = tmp_path / "bg.pftrace"
+    r = rec.start(out, flush_every=0.05)
+    with rec.span("early"):
+        pass
+    deadline = time.monotonic() + 10
+    while r.flushes == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.05)
+    assert r.flushes >= 1
+    assert [x["name"] for x in _slices(out)] == ["early"]        # on disk before stop
+    rec.stop()
+
+
+def test_the_readme_example_runs(tmp_path):
+    out = tmp_path / "run.pftrace"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    subprocess.run([sys.executable, str(ROOT / "examples" / "record_basic.py"), str(out)], cwd=tmp_path,
+                   env=env, check=True, timeout=120)
+    assert tp.problems(out) == []
+    rows = _slices(out)
+    assert [(r["name"], r["depth"], r["thread"]) for r in rows] == [
+        ("load_batch", 0, "loader"), ("step", 0, "MainThread"), ("env_step", 1, "MainThread"),
+        ("forward", 1, "MainThread"), ("checkpoint", 0, "MainThread")]
+    flows = tp.query(out, """select so.name src, si.name dst from flow f
+        join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
+    assert flows == [{"src": "load_batch", "dst": "step"}]
+    assert tp.query(out, "select name from process where name = 'trainer'") == [{"name": "trainer"}]
+
+
+def test_null_span_behaves_as_a_context_manager():
+    assert rec.span("x") is rec.NULL_SPAN
+    with rec.span("x", k=1) as s:
+        assert s is rec.NULL_SPAN
+        s.set(more=2)
+    with pytest.raises(KeyError):                 # exceptions are not swallowed
+        with rec.span("x"):
+            raise KeyError("k")
+
+
+def test_overlapping_spans_keep_their_durations_across_chunks(tmp_path):
+    """Spans that overlap without nesting on one thread (generators, async code) go to an overlap
+    lane; the lane keeps its track number in later chunks, whose own tracks come after it."""
+    out = tmp_path / "overlap.pftrace"
+    rec.start(out, buffer=6)
+    for k in range(3):
+        a = rec.span("a", k=k)
+        b = rec.span("b", k=k)
+        a.__enter__()
+        b.__enter__()
+        time.sleep(0.001)
+        a.__exit__(None, None, None)             # a ends inside b: not nested
+        time.sleep(0.001)
+        b.__exit__(None, None, None)
+        if k == 1:
+            def other():
+                with rec.span("other_thread"):
+                    pass
+            th = threading.Thread(target=other, name="late")
+            th.start()
+            th.join()
+    rec.stop()
+    assert tp.problems(out) == []
+    rows = tp.query(out, """select s.name, s.dur, coalesce(t.name, th.name) track from slice s
+        join track t on t.id = s.track_id left join thread_track tt on tt.id = s.track_id
+        left join thread th using (utid) where s.name in ('a', 'b', 'other_thread') order by s.ts""")
+    assert [r["name"] for r in rows if r["name"] != "other_thread"] == ["a", "b"] * 3
+    assert all(r["dur"] >= 1_000_000 for r in rows if r["name"] == "a")
+    assert all(r["dur"] >= 2_000_000 for r in rows if r["name"] == "b")
+    assert {r["track"] for r in rows if r["name"] == "b"} == {"MainThread (overlap 1)"}
+    assert [r["track"] for r in rows if r["name"] == "other_thread"] == ["late"]

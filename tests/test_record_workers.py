@@ -1,0 +1,123 @@
+"""Many processes: workers record shards on the parent's clock; the parent's stop (or
+``python -m traceconv.record merge``, or ``traceconv merge`` for Chrome JSON shards) puts them on one
+timeline, one process per worker, flows between processes linked."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import perfetto_oracle as tp
+import traceconv
+import traceconv.record as rec
+
+pytestmark = tp.requires_trace_processor
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    rec.stop()
+    yield
+    rec.stop()
+
+
+def _task(k, fid):
+    with rec.span("task", k=k, flow_in=fid):
+        time.sleep(0.005)
+    return os.getpid()
+
+
+SQL = """select p.name process, p.pid, s.name, s.ts, s.dur, s.depth from slice s
+         join thread_track tt on tt.id = s.track_id join thread using (utid) join process p using (upid)
+         where s.name not like 'traceconv.record%' order by s.ts"""
+
+
+def _run_pool(out: Path, method: str) -> list[int]:
+    ctx = mp.get_context(method)
+    rec.start(out)
+    fids = [rec.new_flow() for _ in range(4)]
+    with rec.span("submit"):
+        for f in fids:
+            with rec.span("send", flow_out=f):
+                pass
+    with ctx.Pool(2) as pool:
+        pids = pool.starmap(_task, list(enumerate(fids)))
+    rec.stop()
+    return pids
+
+
+def test_pool_workers_merge_onto_one_timeline(tmp_path):
+    out = tmp_path / "run.pftrace"
+    pids = _run_pool(out, "fork")
+    assert tp.problems(out) == []
+    rows = tp.query(out, SQL)
+    tasks = [r for r in rows if r["name"] == "task"]
+    assert len(tasks) == 4
+    # one process per worker, named after it, with its real pid; the parent's own process
+    workers = {r["process"] for r in tasks}
+    assert len(workers) == len(set(pids)) and all("ForkPoolWorker-" in w for w in workers)
+    assert all(f"(pid {p})" in " ".join(workers) for p in set(pids))
+    parent = {r["process"] for r in rows if r["name"] in ("submit", "send")}
+    assert len(parent) == 1 and next(iter(parent)).startswith("rank 0 · ") \
+        and next(iter(parent)).endswith(f"(pid {os.getpid()})")
+    # one clock: each task starts after the send that produced its work ended
+    flows = tp.query(out, """select so.name src, so.ts + so.dur src_end, si.name dst, si.ts dst_ts from flow f
+                             join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
+    assert len(flows) == 4 and all(f["src"] == "send" and f["dst"] == "task" for f in flows)
+    assert all(f["dst_ts"] > f["src_end"] for f in flows)
+    assert all(r["dur"] >= 5_000_000 for r in tasks)
+    shards = sorted(p.name for p in (tmp_path / "run.shards").iterdir() if not p.name.startswith("."))
+    assert shards[0] == f"rank0-pid{os.getpid()}.pftrace" and len(shards) == 1 + len(set(pids))
+
+
+def test_merge_command_on_the_shard_folder(tmp_path):
+    out = tmp_path / "run.pftrace"
+    _run_pool(out, "fork")
+    again = tmp_path / "again.pftrace"
+    proc = subprocess.run([sys.executable, "-m", "traceconv.record", "merge", str(tmp_path / "run.shards"),
+                           "-o", str(again)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "shards" in proc.stdout
+    assert tp.query(again, SQL) == tp.query(out, SQL)
+    assert tp.query(again, "select count(*) n from flow")[0]["n"] == 4
+
+
+def test_json_shards_merge_with_traceconv_merge(tmp_path):
+    out = tmp_path / "run.json"
+    pids = _run_pool(out, "fork")
+    shards = tmp_path / "run.shards"
+    merged = tmp_path / "cli.pftrace"
+    res = traceconv.merge([shards], merged)
+    assert [a.method for a in res.alignments] == ["wallclock"] * (1 + len(set(pids)))
+    rows = tp.query(merged, SQL)
+    assert sum(r["name"] == "task" for r in rows) == 4
+    assert len({r["process"] for r in rows if r["name"] == "task"}) == len(set(pids))
+    # the parent's own merged output holds the same slices
+    # (times from the first slice: the JSON's are relative to its baseTimeNanoseconds)
+    def rel(rs):
+        t0 = min(r["ts"] for r in rs)
+        return sorted((r["name"], r["ts"] - t0, r["dur"]) for r in rs)
+    assert rel(tp.query(out, SQL)) == rel(rows)
+
+
+def test_subprocess_worker_records_a_shard(tmp_path):
+    out = tmp_path / "run.pftrace"
+    rec.start(out)
+    with rec.span("launch"):
+        subprocess.run([sys.executable, "-c", "import traceconv.record as rec, time\n"
+                        "rec.name_process('env worker')\n"
+                        "with rec.span('child_step'):\n    time.sleep(0.002)\n"],
+                       cwd=ROOT, check=True, timeout=120)
+    rec.stop()
+    rows = tp.query(out, SQL)
+    launch = next(r for r in rows if r["name"] == "launch")
+    child = next(r for r in rows if r["name"] == "child_step")
+    assert "env worker" in child["process"] and child["pid"] != os.getpid()
+    assert launch["ts"] < child["ts"] and child["ts"] + child["dur"] < launch["ts"] + launch["dur"]

@@ -1,0 +1,396 @@
+"""From buffered event tuples to the model, and from the model to files.
+
+* :class:`Builder` turns the tuples the hot path appended into a :class:`traceconv.model.Trace`
+  (columns in bulk, names interned once per chunk), with the process's tracks made in the same
+  order every time, so a track keeps its number (the Perfetto writer's track uuid) in every chunk.
+* :class:`PftraceSink` appends one chunk per flush to the ``.pftrace``: the chunk is written by
+  the project's Perfetto writer (:func:`traceconv.writers.perfetto.write`) as a complete trace of
+  its own -- its first packet clears the sequence's incremental state
+  (``SEQ_INCREMENTAL_STATE_CLEARED``) and sets the sequence's clock again, then the track
+  descriptors, the interned names and the events follow -- so a file cut after any chunk is a
+  valid trace, and a concatenation of chunks is one trace (Perfetto's docs: a trace is a
+  concatenation of TracePackets; interned data is valid until the sequence's state is cleared).
+* :class:`WholeSink` keeps the model and writes the file once, whole: Chrome JSON at stop, and
+  the ring buffer's window (replaced on each flush).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..model import Clock, Trace, TrackKind
+from . import _core
+from ._core import COUNTER, FSPAN, INSTANT, SPAN
+
+COUNTER_NAME = "traceconv.record: events written"
+_OPT = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def _args(a: dict | None) -> bytes | None:
+    if not a:
+        return None
+    return orjson.dumps(a, default=str, option=_OPT)
+
+
+class Specs:
+    """The process's tracks in the order they were first needed: ("thread", tid),
+    ("counter", name, unit), ("lane", track id, lane).  Track id = index + 1 (0 is the process)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple] = []
+        self.index: dict[tuple, int] = {}
+
+    def add(self, spec: tuple) -> int:
+        i = self.index.get(spec)
+        if i is None:
+            i = len(self.items)
+            self.items.append(spec)
+            self.index[spec] = i
+        return i + 1
+
+
+class Builder:
+    def __init__(self, rec: "_core.Recorder", specs: Specs, names: dict[int, str] | None = None) -> None:
+        self.rec, self.specs = rec, specs
+        self.names: dict[int, str] = dict(names or {})
+        self.trace = t = Trace("record")
+        self._meta()
+        self.proc = t.process(rec.pid, rec.process_name, pid=rec.pid)
+        for spec in list(specs.items):
+            self._make(spec)
+        self.flow_src: dict[int, int] = {}
+        self.flow_dst: dict[int, int] = {}
+
+    def _meta(self) -> None:
+        rec, t = self.rec, self.trace
+        t.meta.source_format = "record"
+        t.meta.clock = Clock.UNIX
+        t.meta.rank = rec.shard
+        t.meta.extra["record"] = {
+            "clock": "time.perf_counter_ns (CLOCK_MONOTONIC) + anchor",
+            "anchor_unix_ns": rec.anchor[0], "anchor_monotonic_ns": rec.anchor[1],
+            "pid": rec.pid, "process": rec.process_name, "shard": rec.shard,
+        }
+
+    def _make(self, spec: tuple) -> int:
+        t = self.trace
+        kind = spec[0]
+        if kind == "thread":
+            th = t.thread(self.proc, spec[1], self.names.get(spec[1], f"thread {spec[1]}"))
+            return th.track
+        if kind == "counter":
+            return t.track(TrackKind.COUNTER, spec[1], self.proc, unit=spec[2]).id
+        if kind == "lane":
+            return t.add_lane(t.tracks[spec[1]], spec[2]).id
+        raise AssertionError(spec)
+
+    def _track(self, spec: tuple) -> int:
+        n = len(self.specs.items)
+        tid = self.specs.add(spec)
+        if tid > n:                                 # new: make it now (its id is the next one)
+            made = self._make(spec)
+            assert made == tid, (made, tid)
+        return tid
+
+    def add(self, taken: list[tuple["_core.ThreadInfo", list]]) -> None:
+        t = self.trace
+        t.processes[0].name = self.rec.process_name
+        s, ins = t.slices, t.instants
+        intern = t.strings.intern
+        off = self.rec.offset
+        for info, evs in taken:
+            self.names[info.tid] = info.name
+            tr = self._track(("thread", info.tid))
+            th = t.threads[t.tracks[tr].thread]
+            if th.name != info.name:
+                t.set_thread_name(th, info.name)
+            if not evs:
+                continue
+            spans = [e for e in evs if e[0] == SPAN]
+            if spans:
+                self._spans(spans, tr)
+            if len(spans) == len(evs):
+                continue
+            for e in evs:
+                k = e[0]
+                if k == SPAN:
+                    continue
+                if k == FSPAN:
+                    args = dict(e[5]) if e[5] else {}
+                    if e[6]:
+                        args["flow_out"] = list(e[6]) if len(e[6]) > 1 else e[6][0]
+                    if e[7]:
+                        args["flow_in"] = list(e[7]) if len(e[7]) > 1 else e[7][0]
+                    i = len(s.ts)
+                    s.ts.append(e[1] + off)
+                    s.dur.append(e[2] - e[1])
+                    s.track.append(tr)
+                    s.name.append(intern(e[3]))
+                    s.cat.append(intern(e[4]))
+                    s.args.append(_args(args))
+                    for f in e[6]:
+                        self.flow_src[f] = i
+                    for f in e[7]:
+                        self.flow_dst[f] = i
+                elif k == INSTANT:
+                    ins.ts.append(e[1] + off)
+                    ins.track.append(tr)
+                    ins.name.append(intern(e[2]))
+                    ins.cat.append(intern(e[3]))
+                    ins.args.append(_args(e[4]))
+                else:  # COUNTER
+                    ctr = self._track(("counter", e[2], e[4]))
+                    t.add_counter(ctr, e[1] + off, float(e[3]))
+        s.depth = s.parent = None
+
+    def _spans(self, spans: list, tr: int) -> None:
+        """Plain spans in bulk: the tuples transposed once, the columns filled with numpy."""
+        s = self.trace.slices
+        _, t0, t1, names, cats, args = zip(*spans)
+        a0 = np.fromiter(t0, np.int64, len(t0))
+        s.ts.frombytes((a0 + self.rec.offset).tobytes())
+        s.dur.frombytes((np.fromiter(t1, np.int64, len(t1)) - a0).tobytes())
+        s.track.frombytes(np.full(len(t0), tr, np.int32).tobytes())
+        intern = self.trace.strings.intern
+        for col, values in ((s.name, names), (s.cat, cats)):
+            ids = {v: intern(v) for v in set(values)}
+            col.frombytes(np.fromiter(map(ids.__getitem__, values), np.int32, len(values)).tobytes())
+        if any(args):
+            rows = [_args(x) or b"" for x in args]
+            s.args.extend_packed(np.frombuffer(b"".join(rows), np.uint8),
+                                 np.fromiter(map(len, rows), np.int64, len(rows)))
+        else:
+            s.args.extend_packed(b"", np.zeros(len(args), np.int64))
+
+    def link_flows(self) -> int:
+        """Flows whose two ends are both in this trace become links; the rest stay as ids in the
+        spans' args (``flow_out`` / ``flow_in``), linked by a later merge.  Returns those left."""
+        left = 0
+        for f, src in self.flow_src.items():
+            dst = self.flow_dst.get(f)
+            if dst is None:
+                left += 1
+                continue
+            self.trace.add_flow(src, dst, "flow")
+        left += sum(1 for f in self.flow_dst if f not in self.flow_src)
+        self.flow_src, self.flow_dst = {}, {}
+        return left
+
+    def adopt_lanes(self) -> None:
+        """After layout: lanes the writer will use become specs, so later chunks keep the numbers."""
+        t = self.trace
+        for tr in t.tracks[len(self.specs.items) + 1:]:
+            assert tr.kind is TrackKind.LANE
+            self.specs.add(("lane", tr.parent, tr.lane))
+
+
+def make_sink(rec: "_core.Recorder") -> Any:
+    ext = _core._ext(rec.path)
+    if rec.ring_ns or ext.startswith(".json") or ext.endswith(".gz"):
+        return WholeSink(rec)
+    return PftraceSink(rec)
+
+
+class PftraceSink:
+    """Appends a self-contained chunk of packets per flush."""
+
+    def __init__(self, rec: "_core.Recorder") -> None:
+        self.rec = rec
+        self.specs = Specs()
+        self.names: dict[int, str] = {}
+        rec.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(rec.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        self.unlinked_flows = 0
+        self.chunks = 0
+        self.events = 0
+        _warm_up()
+
+    def append(self, taken: list) -> None:
+        if not any(evs for _, evs in taken):
+            return
+        from ..layout import nest
+        from ..writers import perfetto
+        b = Builder(self.rec, self.specs, self.names)
+        b.add(taken)
+        self.names.update(b.names)
+        # every chunk starts with a sample of the "recorded events" counter at the recording's
+        # start: the writer's clock snapshot is taken at a chunk's earliest event, and snapshots
+        # must not go back in time (a chunk can hold a span that began before the previous chunk)
+        ctr = b._track(("counter", COUNTER_NAME, None))
+        b.trace.add_counter(ctr, self.rec.anchor[0], 0.0)
+        self.events += sum(len(evs) for _, evs in taken)
+        b.trace.add_counter(ctr, self.rec.offset + _core._clock(), float(self.events))
+        self.unlinked_flows += b.link_flows()
+        b.trace.meta.extra["record"]["chunk"] = self.chunks
+        nest(b.trace)
+        b.adopt_lanes()
+        out = _FdWriter(self.fd)
+        write_pftrace(b.trace, out)
+        out.close()
+        self.chunks += 1
+
+    def write_window(self, threads: list) -> None:        # not used: ring mode writes whole
+        raise AssertionError
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+_warm = False
+
+
+def write_pftrace(trace: Trace, out: Any) -> None:
+    """The project's Perfetto writer on the calling thread only: no pool thread per flush (the
+    recorder must not take a core from the program, and at interpreter exit no new thread can
+    start).  ``_write(trace, out, None)`` is what ``write`` runs without a second core."""
+    from ..writers import perfetto
+    inner = getattr(perfetto, "_write", None)
+    if inner is not None:
+        inner(trace, out, None)
+    else:                                        # the writer changed shape: its public entry
+        perfetto.write(trace, out)
+
+
+def _warm_up() -> None:
+    """Import the writer and load its compiled kernels now, before the first span, rather than in
+    the middle of the first flush (about a second the first time in a process)."""
+    global _warm
+    if _warm:
+        return
+    import io
+
+    from ..layout import nest
+    from ..writers import perfetto
+    t = Trace("record")
+    p = t.process(1, "warm-up")
+    th = t.thread(p, 1, "warm-up")
+    t.add_slice(th.track, 1000, 10, "a", "c", {"k": 1, "s": "v"})
+    t.add_instant(th.track, 1005, "b")
+    t.add_counter(t.track(TrackKind.COUNTER, "n", p).id, 1000, 1.0)
+    nest(t)
+    write_pftrace(t, io.BytesIO())
+    _warm = True
+
+
+class _FdWriter:
+    """A file-like object that writes a chunk with as few system calls as it can, and all of it
+    (a killed process leaves whole chunks plus at most a cut last one)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def write(self, b: Any) -> int:
+        b = bytes(b)
+        self.parts.append(b)
+        self.size += len(b)
+        if self.size >= 1 << 22:
+            self._out()
+        return len(b)
+
+    def _out(self) -> None:
+        data = memoryview(b"".join(self.parts))
+        self.parts, self.size = [], 0
+        while data:
+            n = os.write(self.fd, data)
+            data = data[n:]
+
+    def close(self) -> None:
+        self._out()
+
+
+class WholeSink:
+    """The model of the whole recording (or of the ring's window), written at once."""
+
+    def __init__(self, rec: "_core.Recorder") -> None:
+        self.rec = rec
+        self.specs = Specs()
+        self.builder: Builder | None = None
+        rec.path.parent.mkdir(parents=True, exist_ok=True)
+        self.unlinked_flows = 0
+
+    def append(self, taken: list) -> None:
+        if self.builder is None:
+            self.builder = Builder(self.rec, self.specs)
+        self.builder.add(taken)
+
+    def write_window(self, threads: list) -> None:
+        b = Builder(self.rec, Specs())
+        b.add(threads)
+        self._save(b)
+
+    def _save(self, b: Builder) -> None:
+        from ..api import save
+        self.unlinked_flows = b.link_flows()
+        b.trace.meta.extra["record"]["dropped"] = self.rec.dropped
+        if self.rec.dropped:
+            from ..errors import WarningCode
+            b.trace.diagnostics.warn(WarningCode.DROPPED_EVENT, "events dropped by the ring buffer's limit",
+                                     self.rec.dropped)
+        save(b.trace, self.rec.path)
+
+    def close(self) -> None:
+        if self.rec.ring_ns:
+            return                              # the last flush wrote the window
+        b = self.builder or Builder(self.rec, self.specs)
+        self._save(b)
+
+
+# ---------------------------------------------------------------- shards
+
+def shard_files(shard_dir: Path) -> list[Path]:
+    if not shard_dir.is_dir():
+        return []
+    return sorted((p for p in shard_dir.iterdir() if p.is_file() and p.name.startswith("rank")
+                   and not p.name.startswith(".")), key=_rank_key)
+
+
+def _rank_key(p: Path) -> tuple[int, str]:
+    import re
+    m = re.match(r"rank(\d+)", p.name)
+    return (int(m.group(1)) if m else 1 << 30, p.name)
+
+
+def _relink(rec: "_core.Recorder") -> Path | None:
+    """A streamed .pftrace whose flows crossed a chunk boundary: read it back and write it again
+    with those flows linked (at stop only; the chunks on disk stay valid until the rename)."""
+    from .merge import merge
+    tmp = rec.path.with_name(f".{rec.path.name}.chunks.pftrace")
+    os.replace(rec.path, tmp)
+    try:
+        merge([tmp], rec.path, single=True)
+    except Exception:  # noqa: BLE001 - keep the streamed file as it was
+        os.replace(tmp, rec.path)
+        return None
+    os.unlink(tmp)
+    return rec.path
+
+
+def merge_shards_into(rec: "_core.Recorder") -> Path | None:
+    """The parent's stop: if workers wrote shards, move the parent's own file into the shard folder
+    as rank 0 and write the merged timeline at the parent's path."""
+    d = rec.shard_dir
+    shards = shard_files(d) if d is not None else []
+    if not shards and getattr(rec.sink, "unlinked_flows", 0) and getattr(rec.sink, "chunks", 0) > 1:
+        return _relink(rec)
+    if not shards or not rec.path.exists():
+        return None
+    own = d / f"rank0-pid{rec.pid}{_core._ext(rec.path)}"
+    os.replace(rec.path, own)
+    from .merge import merge
+    try:
+        merge([own, *shards], rec.path)
+    except Exception as e:  # noqa: BLE001 - the recording must survive a failed merge
+        os.replace(own, rec.path)
+        import sys
+        print(f"traceconv.record: could not merge the shards in {d} into {rec.path} ({e}); "
+              f"merge them with: python -m traceconv.record merge {d} {rec.path} -o merged.pftrace",
+              file=sys.stderr)
+        return None
+    return rec.path
