@@ -53,8 +53,19 @@ class Timeline:
         return {(s.process, s.track) for s in self.slices}
 
 
+def _empty_as_null(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _empty_as_null(x) for k, x in v.items()} or None
+    if isinstance(v, list):
+        return [_empty_as_null(x) for x in v] or None
+    return v
+
+
 def canon(args: dict | None) -> str:
-    return orjson.dumps(args or {}, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+    """Args as canonical JSON; an empty object or list as null at any depth (a .pftrace writes all
+    three as an annotation with no value, the one form trace_processor loads for them)."""
+    args = {k: _empty_as_null(x) for k, x in (args or {}).items()}
+    return orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
 
 
 def _key(s: Slice) -> tuple:

@@ -9,8 +9,10 @@ Two jobs, both over numpy arrays:
   10-byte two's-complement varint); in (int64, uint64] -> ``uint_value``; a number with a fraction
   or an exponent -> ``double_value``; a string -> ``string_value`` (UTF-8, JSON escapes decoded),
   or ``string_value_iid`` when the caller interned it; a non-empty object -> ``dict_entries``; a
-  non-empty array -> ``array_values``; ``null``, ``{}``, ``[]`` -> ``legacy_json_value``.  Every
-  key, at every depth, is a ``name_iid``.
+  non-empty array -> ``array_values``; ``null``, ``{}``, ``[]`` -> no value field at all (an empty
+  list of entries is no field on the wire; trace_processor shows no arg for it, as its JSON importer
+  does for the same values, where a ``legacy_json_value`` of ``null``, ``{}`` or ``[]`` makes it
+  abort).  Every key, at every depth, is a ``name_iid``.
 
   Two passes.  :func:`collect_args` adds every key (a string followed by ``:``) of all rows to a
   table and counts their string values, so that the interned data can be written before the first
@@ -666,13 +668,8 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                         i += 1
                         while i < b and (data[i] == 32 or data[i] == 10 or data[i] == 13 or data[i] == 9):
                             i += 1
-                        if i < b and data[i] == close:
+                        if i < b and data[i] == close:      # {} or []: no value field
                             i += 1
-                            out[cur] = A_JSON
-                            out[cur + 1] = 2
-                            out[cur + 2] = c
-                            out[cur + 3] = close
-                            cur += 4
                             state = _S_AFTER
                         else:
                             if depth + 1 >= MAX_DEPTH:
@@ -712,14 +709,7 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                     if c == 110:
                         if i + 4 > b or data[i + 1] != 117 or data[i + 2] != 108 or data[i + 3] != 108:
                             break
-                        i += 4
-                        out[cur] = A_JSON
-                        out[cur + 1] = 4
-                        out[cur + 2] = 110
-                        out[cur + 3] = 117
-                        out[cur + 4] = 108
-                        out[cur + 5] = 108
-                        cur += 6
+                        i += 4                              # null: no value field
                         state = _S_AFTER
                         continue
                     if c != 45 and not (48 <= c <= 57):
@@ -1105,3 +1095,71 @@ def interned_entries(tag, iids, data, off):
         p += ln
         ends[j] = p
     return buf, ends
+
+
+# ---------------------------------------------------------------- rows a writer cannot copy as they are
+
+SCREEN_DEEP, SCREEN_SURROGATE, SCREEN_SUSPECT = 1, 2, 4
+
+
+@jit
+def screen_args(data, off, max_depth):
+    """Per row of args text, the reasons it may not be copied into a JSON output as it is (bits):
+    SCREEN_DEEP -- a container more than ``max_depth`` containers deep inside the row's object
+    (exact); SCREEN_SURROGATE -- a ``\\u`` escape of a UTF-16 surrogate (exact); SCREEN_SUSPECT --
+    something orjson may refuse: a letter outside strings that no JSON literal or exponent has
+    (``NaN``, ``Infinity``), an exponent of 3+ digits, a run of 300+ digits (the caller checks)."""
+    n = len(off) - 1
+    flags = np.zeros(n, np.uint8)
+    for r in range(n):
+        a = off[r]
+        b = off[r + 1]
+        f = 0
+        depth = 0
+        digits = 0
+        i = a
+        while i < b:
+            c = data[i]
+            if c == 34:                                     # a string
+                i += 1
+                while i < b and data[i] != 34:
+                    if data[i] == 92:
+                        if (i + 2 < b and data[i + 1] == 117 and (data[i + 2] == 100 or data[i + 2] == 68)
+                                and i + 3 < b and (56 <= data[i + 3] <= 57 or 97 <= data[i + 3] <= 102
+                                                   or 65 <= data[i + 3] <= 70)):
+                            f |= SCREEN_SURROGATE
+                        i += 2
+                    else:
+                        i += 1
+                i += 1
+                digits = 0
+                continue
+            if c == 123 or c == 91:
+                depth += 1
+                if depth > max_depth + 1:
+                    f |= SCREEN_DEEP
+            elif c == 125 or c == 93:
+                depth -= 1
+            elif 48 <= c <= 57:
+                digits += 1
+                if digits >= 300:
+                    f |= SCREEN_SUSPECT
+                i += 1
+                continue
+            elif c == 101 or c == 69:                       # e / E: an exponent's digits
+                if digits > 0:
+                    j = i + 1
+                    if j < b and (data[j] == 43 or data[j] == 45):
+                        j += 1
+                    k = j
+                    while k < b and 48 <= data[k] <= 57:
+                        k += 1
+                    if k - j >= 3:
+                        f |= SCREEN_SUSPECT
+            elif (65 <= c <= 90 or 97 <= c <= 122) and c != 116 and c != 114 and c != 117 and c != 102 \
+                    and c != 97 and c != 108 and c != 115 and c != 110:
+                f |= SCREEN_SUSPECT                         # not a letter of true/false/null
+            digits = 0 if c != 46 else digits
+            i += 1
+        flags[r] = f
+    return flags

@@ -9,6 +9,11 @@
   protobuf output.
 * pids/tids are the model's: unique and within 0..2^31-1 (Perfetto's JSON
   importer turns anything else into 0).
+* Args are the model's JSON text, copied; the rare rows no client loads as
+  they are (nesting deeper than 64 levels, lone surrogate escapes, numbers
+  beyond the double range, NaN, escaped surrogate pairs, which Perfetto's
+  JSON importer fails on) are rewritten by :mod:`traceconv.writers.argtext`
+  (counted where something changed), so every output parses with orjson.
 * Flows are written as v2 flows (``bind_id`` + ``flow_out``/``flow_in`` on the
   slices themselves, which binds them exactly); a slice that takes part in more
   than one flow gets v1 ``s``/``f`` events for the others.
@@ -16,13 +21,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import BinaryIO
 
+import numpy as np
 import orjson
 
 from .. import __version__
-from ..model import Clock, Trace, TrackKind
+from ..fast import pbwrite
+from ..model import ArgsColumn, Clock, Trace, TrackKind
 from ..progress import EVERY, report
+from . import argtext
 
 _CHUNK = 8192
 # Tracks that are not threads (overlap lanes, async tracks) become threads numbered from here.
@@ -95,6 +104,32 @@ class _Ids:
                 sort = self.trace.threads[base.thread].sort_index
         self.extra_threads.append((pid, tid, name, sort))
         return pid, tid
+
+
+class _Args:
+    """A column's args text for the output: rows copied, but those :func:`pbwrite.screen_args`
+    flags, which are checked and, where needed, rewritten by :func:`argtext.clean`."""
+
+    def __init__(self, col: ArgsColumn, counts: Counter) -> None:
+        self.col, self.counts = col, counts
+        data, off = col.packed()
+        self.flags = (pbwrite.screen_args(data, off, argtext.MAX_DEPTH) if len(off) > 1
+                      else np.zeros(0, np.uint8))
+        del data, off
+        col.forget()
+
+    def __getitem__(self, i: int) -> bytes | None:
+        a = self.col[i]
+        f = self.flags[i]
+        if a is None or not f:
+            return a
+        if f == pbwrite.SCREEN_SUSPECT:
+            try:
+                orjson.loads(a)
+                return a
+            except orjson.JSONDecodeError:
+                pass
+        return argtext.dumps(argtext.clean(a, self.counts))
 
 
 class _FlowPoints:
@@ -204,7 +239,9 @@ def write(trace: Trace, out: BinaryIO) -> None:
         for pt in ids.pid_tid
     ]
     s = trace.slices
-    sts, sdur, strack, sname, scat, sargs = s.ts, s.dur, s.track, s.name, s.cat, s.args
+    counts: Counter = Counter()
+    sts, sdur, strack, sname, scat = s.ts, s.dur, s.track, s.name, s.cat
+    sargs, s_text = s.args, _Args(s.args, counts)
     total = trace.event_count()
     for i in range(len(s)):
         if not i & (EVERY - 1):
@@ -216,7 +253,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
             parts += [b',"cat":', jstr[c]]
         parts += [b',"ts":', us(sts[i] - base).encode(), b',"dur":', us(sdur[i]).encode(), b",",
                   where[strack[i]]]
-        a = sargs[i]
+        a = s_text[i]
         if a is not None:
             parts += [b',"args":', a]
         if v2_out or v2_in:
@@ -240,6 +277,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
 
     # -- instants
     ins = trace.instants
+    i_text = _Args(ins.args, counts)
     for i in range(len(ins)):
         if not i & (EVERY - 1):
             ins.args.forget()
@@ -254,8 +292,9 @@ def write(trace: Trace, out: BinaryIO) -> None:
         if ins.cat[i]:
             parts += [b',"cat":', jstr[ins.cat[i]]]
         parts += [b',"ts":', us(ins.ts[i] - base).encode(), b",", where[ins.track[i]]]
-        if ins.args[i] is not None:
-            parts += [b',"args":', ins.args[i]]
+        a = i_text[i]
+        if a is not None:
+            parts += [b',"args":', a]
         parts.append(b"}")
         emit(b"".join(parts))
 
@@ -269,6 +308,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
              % (cname[t], us(cnt.ts[i] - base).encode(), where[t], cseries[t], orjson.dumps(cnt.value[i])))
 
     out.write(b"".join(lines))
+    argtext.warn(trace.diagnostics, counts)
     tail: dict = {"displayTimeUnit": "ms"}
     if base:
         tail["baseTimeNanoseconds"] = base
