@@ -39,14 +39,20 @@ requires_trace_processor = pytest.mark.skipif(
 PROBLEMS_SQL = ("select name, idx, severity, value from stats "
                 "where severity in ('error', 'data_loss') and value > 0 order by name, idx")
 
+def text(expr: str) -> str:
+    """SQL for a string column read back exactly: trace_processor's CSV quotes a string but does not
+    double the quotes inside it, so they are doubled in the query."""
+    return f"""replace({expr}, '"', '""')"""
+
+
 # The slices as a viewer shows them, comparable across the .pftrace and the Chrome JSON of one
 # input: the owning process's and the track's (or thread's) names, times relative to the trace's
 # first slice, depth.
-SLICES_SQL = """
+SLICES_SQL = f"""
 select
-  coalesce(p1.name, p2.name) as process,
-  coalesce(th.name, tr.name) as track,
-  s.name as name, s.category as cat,
+  {text("coalesce(p1.name, p2.name)")} as process,
+  {text("coalesce(th.name, tr.name)")} as track,
+  {text("s.name")} as name, {text("s.category")} as cat,
   s.ts - (select min(ts) from slice) as ts, s.dur as dur, s.depth as depth
 from slice s
 join track tr on tr.id = s.track_id

@@ -306,6 +306,9 @@ def _strings_of(v):
         yield v
 
 
+EMPTY_IN_LIST = [("", None)]            # {} or [] as a list's element: one nameless entry, no value
+
+
 def _plain(decoded: list) -> list:
     """Decoded annotations as plain values: objects as lists of (key, value) tuples, doubles as
     their bits, booleans tagged (True == 1 in Python)."""
@@ -333,11 +336,13 @@ class _Pairs(list):
 
 def _plain_json(text: bytes) -> list:
     """The same, from Python's own JSON parser (``float(text)`` for every double)."""
-    def val(v):
+    def val(v, in_list=False):
+        if isinstance(v, (_Pairs, list)) and not v:
+            return EMPTY_IN_LIST if in_list else None             # {} and []: no value, as null
         if isinstance(v, _Pairs):
-            return [(k, val(x)) for k, x in v] if v else None      # {}: no value, as null
+            return [(k, val(x)) for k, x in v]
         if isinstance(v, list):
-            return [val(x) for x in v] if v else None             # []: the same
+            return [val(x, True) for x in v]
         if isinstance(v, bool):
             return ("b", v)
         if isinstance(v, float):
@@ -412,6 +417,7 @@ def test_null_and_empty_containers_have_no_value_at_any_depth(text, n):
     ((got, ref),), names, strings = kernel_and_reference([text], False)
     assert got is not None and decode(got, names, strings) == decode(ref, names, strings)
     assert b"null" not in got and b"{}" not in got and b"[]" not in got
+    assert _plain(decode(got, names, strings)) == _plain_json(text)
     te = pb.TrackEvent.FromString(got)
 
     def walk(a):

@@ -174,10 +174,17 @@ def read_chrome_json(path: str | Path) -> Timeline:
 
 # ---------------------------------------------------------------- Perfetto protobuf
 
+def _nothing(e: Any) -> bool:
+    return (not e.name and not e.name_iid and e.WhichOneof("value") is None and not e.dict_entries
+            and not e.array_values)
+
+
 def _ann_value(a: Any, names: dict[int, str], strings: dict[int, str] | None = None) -> Any:
     """A DebugAnnotation's value; ``names`` and ``strings`` resolve interned names (at any depth) and
     interned string values."""
     which = a.WhichOneof("value")
+    if len(a.dict_entries) == 1 and _nothing(a.dict_entries[0]):
+        return {}                       # {} or [] in a list: one nameless entry with no value
     if a.dict_entries:
         return {(names[e.name_iid] if e.name_iid else e.name): _ann_value(e, names, strings)
                 for e in a.dict_entries}

@@ -12,7 +12,10 @@ Two jobs, both over numpy arrays:
   non-empty array -> ``array_values``; ``null``, ``{}``, ``[]`` -> no value field at all (an empty
   list of entries is no field on the wire; trace_processor shows no arg for it, as its JSON importer
   does for the same values, where a ``legacy_json_value`` of ``null``, ``{}`` or ``[]`` makes it
-  abort).  Every key, at every depth, is a ``name_iid``.
+  abort) -- except ``{}`` or ``[]`` as an element of a list: one ``dict_entries`` with an empty name
+  and no value, which, like ``{}`` and ``[]`` in its JSON importer, shows no arg but takes an index
+  of the list (``[1,{},2]``: ``l[0]`` = 1, ``l[2]`` = 2; a ``null`` takes none: ``[1,null,2]``:
+  ``l[1]`` = 2).  Every key, at every depth, is a ``name_iid``.
 
   Two passes.  :func:`collect_args` adds every key (a string followed by ``:``) of all rows to a
   table and counts their string values, so that the interned data can be written before the first
@@ -57,6 +60,7 @@ FIELDS: dict[tuple[str, str], tuple[int, int]] = {
     ("TrackEvent", "flow_ids"): (47, I64),
     ("TrackEvent", "terminating_flow_ids"): (48, I64),
     ("DebugAnnotation", "name_iid"): (1, VARINT),
+    ("DebugAnnotation", "name"): (10, LEN),
     ("DebugAnnotation", "bool_value"): (2, VARINT),
     ("DebugAnnotation", "uint_value"): (3, VARINT),
     ("DebugAnnotation", "int_value"): (4, VARINT),
@@ -93,6 +97,7 @@ E_DOUBLE = _tag("TrackEvent", "double_counter_value")
 E_FLOW = _tag("TrackEvent", "flow_ids")
 E_TFLOW = _tag("TrackEvent", "terminating_flow_ids")
 A_NAME_IID = _tag("DebugAnnotation", "name_iid")
+A_NAME = _tag("DebugAnnotation", "name")
 A_BOOL = _tag("DebugAnnotation", "bool_value")
 A_UINT = _tag("DebugAnnotation", "uint_value")
 A_INT = _tag("DebugAnnotation", "int_value")
@@ -110,7 +115,7 @@ A_STR_IID0, A_STR_IID1 = (A_STR_IID & 0x7F) | 0x80, A_STR_IID >> 7
 E_DOUBLE0, E_DOUBLE1 = (E_DOUBLE & 0x7F) | 0x80, E_DOUBLE >> 7
 E_FLOW0, E_FLOW1 = (E_FLOW & 0x7F) | 0x80, E_FLOW >> 7
 E_TFLOW0, E_TFLOW1 = (E_TFLOW & 0x7F) | 0x80, E_TFLOW >> 7
-assert max(T_PACKET, P_TS, P_SEQ, P_FLAGS, P_TE, E_TYPE, E_TRACK, E_NAME, E_CAT, E_ANN, A_NAME_IID, A_BOOL,
+assert max(T_PACKET, P_TS, P_SEQ, P_FLAGS, P_TE, E_TYPE, E_TRACK, E_NAME, E_CAT, E_ANN, A_NAME_IID, A_NAME, A_BOOL,
            A_UINT, A_INT, A_DOUBLE, A_STR, A_JSON, A_DICT, A_ARRAY, S_IID, S_STR) < 128
 assert 128 <= min(A_STR_IID, E_DOUBLE, E_FLOW, E_TFLOW) and max(A_STR_IID, E_DOUBLE, E_FLOW, E_TFLOW) < 1 << 14
 
@@ -668,8 +673,14 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                         i += 1
                         while i < b and (data[i] == 32 or data[i] == 10 or data[i] == 13 or data[i] == 9):
                             i += 1
-                        if i < b and data[i] == close:      # {} or []: no value field
+                        if i < b and data[i] == close:      # {} or []: no value field ...
                             i += 1
+                            if kinds[depth] == _ARR:            # ... but in a list, one nameless entry
+                                out[cur] = A_DICT
+                                out[cur + 1] = 2
+                                out[cur + 2] = A_NAME
+                                out[cur + 3] = 0
+                                cur += 4
                             state = _S_AFTER
                         else:
                             if depth + 1 >= MAX_DEPTH:

@@ -156,6 +156,9 @@ def value_fields(v: Any) -> bytes:
     empty ``dict_entries`` / ``array_values`` list is no field at all on the wire).  trace_processor
     shows no arg for it and skips it in an array's numbering -- exactly what its JSON importer does
     with the same values -- where a ``legacy_json_value`` of ``null``, ``{}`` or ``[]`` makes it abort.
+    As an element of a list, ``{}`` and ``[]`` are one nameless entry with no value: still no arg, but
+    the element takes its index, as in the JSON importer (``[1,{},2]``: ``l[0]``, ``l[2]``; a ``null``
+    takes none).
     (The writer never hands it an integer beyond uint64: orjson and :func:`argtext.clean` read those as
     the nearest double; given one, it writes a string of its digits.)"""
     if v is True or v is False:
@@ -174,10 +177,14 @@ def value_fields(v: Any) -> bytes:
         return b"".join(ld(A_DICT, ld(A_NAME, str(k).encode("utf-8", "surrogatepass")) + value_fields(x))
                         for k, x in v.items())
     if isinstance(v, list):
-        return b"".join(ld(A_ARRAY, value_fields(x)) for x in v)
+        return b"".join(ld(A_ARRAY, _EMPTY_IN_LIST if isinstance(x, (dict, list)) and not x else value_fields(x))
+                        for x in v)
     if v is None:
         return b""
     return ld(A_STR, str(v).encode())
+
+
+_EMPTY_IN_LIST = ld(A_DICT, ld(A_NAME, b""))      # {} or [] as a list's element
 
 
 _split_args = msgspec.json.Decoder(dict[str, msgspec.Raw])
