@@ -65,6 +65,12 @@ order by ts, name
 # trace_processor names a thread of tid 0 "swapper" (Linux's idle task) in a proto trace, whatever
 # its ThreadDescriptor says; the JSON importer keeps the thread_name the writer gave it.
 _TID0 = {"swapper", "thread 0"}
+# Inputs the readers cannot read yet (their part of issue #12 is another branch's): xfail, not strict,
+# and only for that failure.
+READER_XFAIL = {
+    "fixtures/args/special_args.json": "reader: RecursionError on args nested 1,000+ deep (the readers' part "
+                                       "of issue #12; the writers' side is tests/test_oracle_args.py)",
+}
 _LANE = re.compile(r" \(overlap \d+\)$")
 # Inputs whose tables differ only in what the overlap lanes, the nesting of zero-duration slices or
 # flow fan-out change (all on branch wt-lanes): xfail, not strict -- and only for that part: the
@@ -140,11 +146,15 @@ def _oracle(path: Path) -> tuple[list[dict], list[dict], dict, Counter]:
     return problems, rows, counts[0], g
 
 
-def _convert(src: Path, tmp_path: Path) -> tuple[Path, Path, traceconv.Trace]:
+def _convert(src: Path, tmp_path: Path, key: str) -> tuple[Path, Path, traceconv.Trace]:
     try:
         trace = traceconv.load(src)
     except TraceconvError as e:
         pytest.skip(f"traceconv cannot read it: {e}")
+    except RecursionError:
+        if key in READER_XFAIL:
+            pytest.xfail(READER_XFAIL[key])
+        raise
     pf, js = tmp_path / "out.pftrace", tmp_path / "out.json"
     traceconv.save(trace, pf)
     traceconv.save(trace, js)
@@ -173,7 +183,7 @@ def _differ(src: Path, a: Counter, b: Counter, what: str) -> str:
 
 
 def check(src: Path, tmp_path: Path, key: str) -> None:
-    pf, js, trace = _convert(src, tmp_path)
+    pf, js, trace = _convert(src, tmp_path, key)
     with ThreadPoolExecutor(2) as pool:                 # the two trace_processor runs side by side
         f_pf, f_js = pool.submit(_oracle, pf), pool.submit(_oracle, js)
         (p_problems, p_rows, p_counts, p_glob), (j_problems, j_rows, j_counts, j_glob) = f_pf.result(), f_js.result()

@@ -482,6 +482,7 @@ def test_rows_no_client_loads_as_they_are(text, want, kind):
     assert got == want and repr(got) == repr(want)               # repr: -0.0 is not 0.0
     assert {k for k, n in counts.items() if n} == ({kind} if kind else set())
     assert orjson.loads(argtext.dumps(got)) == want                 # the JSON writer's text parses
+    assert repr(orjson.loads(argtext.dumps(got))) == repr(want)
     python = pw.PythonArgs({})
     ann = python(text)
     assert python.counts == counts
@@ -500,7 +501,11 @@ def test_rows_no_client_loads_as_they_are(text, want, kind):
     (b'{"a":1e400}', pbwrite.SCREEN_SUSPECT),
     (b'{"a":1.5E+308}', pbwrite.SCREEN_SUSPECT),
     (b'{"a":1e99,"b":true,"c":false,"d":null}', 0),
-    (b'{"a":' + b"9" * 300 + b'}', pbwrite.SCREEN_SUSPECT),
+    (b'{"a":' + b"9" * 300 + b'}', pbwrite.SCREEN_SUSPECT | pbwrite.SCREEN_LONG),
+    (b'{"a":0.00003300000000000525}', pbwrite.SCREEN_LONG),           # 20+ digits: Perfetto misreads
+    (b'{"a":18446744073709551615}', pbwrite.SCREEN_LONG),
+    (b'{"a":1234567890123456789,"b":0.123456789012345678e-5}', 0),     # 19 digits
+    (b'{"a":"00000000000000000000000"}', 0),
     (_depth_row(64), 0),
     (_depth_row(65), pbwrite.SCREEN_DEEP),
     (b'{"a":"' + b"[" * 100 + b'"}', 0),
@@ -663,3 +668,16 @@ def test_two_threads_write_the_same_bytes_as_one(tmp_path, monkeypatch):
     traceconv.save(t, tmp_path / "one.pftrace")
     assert (tmp_path / "two.pftrace").read_bytes() == (tmp_path / "one.pftrace").read_bytes()
     assert_outputs_agree(t, tmp_path)
+
+
+@pytest.mark.parametrize("f, text", [
+    (0.00026199999999998447, "2.6199999999998447e-04"),     # 20 digits written plainly: exponent form
+    (3.300000000000525e-05, "3.300000000000525e-05"),
+    (0.1, "0.1"), (1e22, "1e+22"), (-0.0, "-0.0"), (123456.75, "123456.75"),
+    (1.7976931348623157e308, "1.7976931348623157e+308"), (5e-324, "5e-324"),
+])
+def test_rewritten_floats_are_the_same_double_in_fewer_than_20_digits(f, text):
+    from traceconv.writers import argtext
+    got = argtext.dumps({"a": f}).decode()
+    assert got == '{"a":%s}' % text
+    assert orjson.loads(got)["a"] == f and sum(c.isdigit() for c in text.partition("e")[0]) < 20

@@ -1110,7 +1110,7 @@ def interned_entries(tag, iids, data, off):
 
 # ---------------------------------------------------------------- rows a writer cannot copy as they are
 
-SCREEN_DEEP, SCREEN_SURROGATE, SCREEN_SUSPECT = 1, 2, 4
+SCREEN_DEEP, SCREEN_SURROGATE, SCREEN_SUSPECT, SCREEN_LONG = 1, 2, 4, 8
 
 
 @jit
@@ -1119,7 +1119,9 @@ def screen_args(data, off, max_depth):
     SCREEN_DEEP -- a container more than ``max_depth`` containers deep inside the row's object
     (exact); SCREEN_SURROGATE -- a ``\\u`` escape of a UTF-16 surrogate (exact); SCREEN_SUSPECT --
     something orjson may refuse: a letter outside strings that no JSON literal or exponent has
-    (``NaN``, ``Infinity``), an exponent of 3+ digits, a run of 300+ digits (the caller checks)."""
+    (``NaN``, ``Infinity``), an exponent of 3+ digits, a run of 300+ digits (the caller checks);
+    SCREEN_LONG -- a number of 20 or more digits before its exponent, which Perfetto's JSON importer
+    misreads (its mantissa overflows: ``0.00003300000000000525`` reads as 0.000425)."""
     n = len(off) - 1
     flags = np.zeros(n, np.uint8)
     for r in range(n):
@@ -1153,6 +1155,8 @@ def screen_args(data, off, max_depth):
                 depth -= 1
             elif 48 <= c <= 57:
                 digits += 1
+                if digits >= 20:
+                    f |= SCREEN_LONG
                 if digits >= 300:
                     f |= SCREEN_SUSPECT
                 i += 1

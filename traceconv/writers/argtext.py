@@ -21,7 +21,13 @@ loads:
 * text that is not JSON at all: one string arg ``"args"`` holding it; counted;
 * an escaped surrogate pair (``"\\ud83d\\ude80"``, valid JSON, which Perfetto's JSON importer
   nevertheless fails on): written as the character's UTF-8 by the JSON writer; lossless, not
-  counted.
+  counted;
+* a number of 20 or more digits (``0.00003300000000000525``), which Perfetto's JSON importer
+  misreads (its mantissa overflows: 0.000425): the JSON writer writes a float as its shortest form
+  (the same double, ``3.300000000000525e-05``; in exponent form where the plain one still has 20
+  digits: ``2.6199999999998447e-04``; not counted) and an integer beyond 64 bits as the
+  nearest double (what orjson and JavaScript read it as).  An integer within uint64 keeps its
+  digits (Perfetto's JSON importer misreads those beyond int64; the .pftrace has them exactly).
 
 Everything else (huge integers within JSON's grammar, ``-0``, duplicate keys -- the last value
 wins, as in every JSON parser the tests use --, empty keys) is kept.
@@ -170,9 +176,48 @@ def clean(raw: bytes, counts: Counter) -> dict:
     return _fix(v, counts)
 
 
+def _float(f: float) -> str:
+    """The shortest text of ``f`` that reads back as ``f``; in exponent form when the plain one has 20
+    or more digits (``0.00026199999999998447``), which Perfetto's JSON importer misreads."""
+    s = repr(f)
+    if sum(c.isdigit() for c in s.partition("e")[0]) < 20:
+        return s
+    for p in range(17):
+        t = f"{f:.{p}e}"
+        if float(t) == f:
+            return t
+    return f"{f:.16e}"
+
+
+def _dump(v: Any, out: list[str]) -> None:
+    if isinstance(v, dict):
+        out.append("{")
+        for j, (k, x) in enumerate(v.items()):
+            if j:
+                out.append(",")
+            out.append(json.dumps(k, ensure_ascii=False))
+            out.append(":")
+            _dump(x, out)
+        out.append("}")
+    elif isinstance(v, list):
+        out.append("[")
+        for j, x in enumerate(v):
+            if j:
+                out.append(",")
+            _dump(x, out)
+        out.append("]")
+    elif isinstance(v, float):
+        out.append(_float(v))
+    else:
+        out.append(json.dumps(v, ensure_ascii=False, allow_nan=False))
+
+
 def dumps(v: dict) -> bytes:
-    """Compact JSON of a :func:`clean` value (exact integers of any size, UTF-8 not escaped)."""
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    """Compact JSON of a :func:`clean` value (at most MAX_DEPTH + 1 levels): exact integers of any
+    size, UTF-8 not escaped, floats in their shortest form (:func:`_float`)."""
+    out: list[str] = []
+    _dump(v, out)
+    return "".join(out).encode("utf-8")
 
 
 def warn(diagnostics: Any, counts: Counter) -> None:

@@ -11,8 +11,8 @@
   importer turns anything else into 0).
 * Args are the model's JSON text, copied; the rare rows no client loads as
   they are (nesting deeper than 64 levels, lone surrogate escapes, numbers
-  beyond the double range, NaN, escaped surrogate pairs, which Perfetto's
-  JSON importer fails on) are rewritten by :mod:`traceconv.writers.argtext`
+  beyond the double range, NaN; escaped surrogate pairs and numbers of 20+
+  digits, which Perfetto's JSON importer fails on) are rewritten by :mod:`traceconv.writers.argtext`
   (counted where something changed), so every output parses with orjson.
 * Flows are written as v2 flows (``bind_id`` + ``flow_out``/``flow_in`` on the
   slices themselves, which binds them exactly); a slice that takes part in more
