@@ -106,30 +106,29 @@ class _Ids:
         return pid, tid
 
 
-class _Args:
-    """A column's args text for the output: rows copied, but those :func:`pbwrite.screen_args`
-    flags, which are checked and, where needed, rewritten by :func:`argtext.clean`."""
+_SCREEN_ROWS = 1 << 16     # rows screened at a time (a spilled column's pages dropped between)
 
-    def __init__(self, col: ArgsColumn, counts: Counter) -> None:
-        self.col, self.counts = col, counts
-        data, off = col.packed()
-        self.flags = (pbwrite.screen_args(data, off, argtext.MAX_DEPTH) if len(off) > 1
-                      else np.zeros(0, np.uint8))
-        del data, off
+
+def _rewritten(col: ArgsColumn, counts: Counter) -> dict[int, bytes]:
+    """The rows of ``col`` that cannot be copied as they are, rewritten: the rows
+    :func:`pbwrite.screen_args` flags, checked (a mere suspect that orjson reads is kept) and made
+    writable by :func:`argtext.clean`.  Usually empty."""
+    out: dict[int, bytes] = {}
+    data, off = col.packed()
+    for lo in range(0, len(off) - 1, _SCREEN_ROWS):
+        flags = pbwrite.screen_args(data, off[lo:lo + _SCREEN_ROWS + 1], argtext.MAX_DEPTH)
         col.forget()
-
-    def __getitem__(self, i: int) -> bytes | None:
-        a = self.col[i]
-        f = self.flags[i]
-        if a is None or not f:
-            return a
-        if f == pbwrite.SCREEN_SUSPECT:
-            try:
-                orjson.loads(a)
-                return a
-            except orjson.JSONDecodeError:
-                pass
-        return argtext.dumps(argtext.clean(a, self.counts))
+        for j in np.flatnonzero(flags).tolist():
+            i = lo + j
+            a = col[i]
+            if flags[j] == pbwrite.SCREEN_SUSPECT:
+                try:
+                    orjson.loads(a)
+                    continue
+                except orjson.JSONDecodeError:
+                    pass
+            out[i] = argtext.dumps(argtext.clean(a, counts))
+    return out
 
 
 class _FlowPoints:
@@ -241,7 +240,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
     s = trace.slices
     counts: Counter = Counter()
     sts, sdur, strack, sname, scat = s.ts, s.dur, s.track, s.name, s.cat
-    sargs, s_text = s.args, _Args(s.args, counts)
+    sargs, s_fixed = s.args, _rewritten(s.args, counts)
     total = trace.event_count()
     for i in range(len(s)):
         if not i & (EVERY - 1):
@@ -253,7 +252,9 @@ def write(trace: Trace, out: BinaryIO) -> None:
             parts += [b',"cat":', jstr[c]]
         parts += [b',"ts":', us(sts[i] - base).encode(), b',"dur":', us(sdur[i]).encode(), b",",
                   where[strack[i]]]
-        a = s_text[i]
+        a = s_fixed.get(i) if s_fixed else None
+        if a is None:
+            a = sargs[i]
         if a is not None:
             parts += [b',"args":', a]
         if v2_out or v2_in:
@@ -277,7 +278,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
 
     # -- instants
     ins = trace.instants
-    i_text = _Args(ins.args, counts)
+    i_fixed = _rewritten(ins.args, counts)
     for i in range(len(ins)):
         if not i & (EVERY - 1):
             ins.args.forget()
@@ -292,7 +293,9 @@ def write(trace: Trace, out: BinaryIO) -> None:
         if ins.cat[i]:
             parts += [b',"cat":', jstr[ins.cat[i]]]
         parts += [b',"ts":', us(ins.ts[i] - base).encode(), b",", where[ins.track[i]]]
-        a = i_text[i]
+        a = i_fixed.get(i) if i_fixed else None
+        if a is None:
+            a = ins.args[i]
         if a is not None:
             parts += [b',"args":', a]
         parts.append(b"}")
