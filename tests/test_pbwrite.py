@@ -400,6 +400,9 @@ def test_kernel_values(text, field, value):
     b'{"a":[1,]}',
     b'{"a":1} x',
     b'[1]',
+    b'{"a":"\xff"}',                      # not UTF-8
+    b'{"\xc3":1}',
+    b'{"a":"\xed\xa0\x80"}',              # an encoded surrogate
 ])
 def test_rows_left_to_python(text):
     ((got, ref),), _, _ = kernel_and_reference([text], False)
@@ -470,6 +473,7 @@ def test_rows_nested_past_the_limit(d):
     (b'{"a":NaN,"b":Infinity,"c":-Infinity}', {"a": "NaN", "b": "Infinity", "c": "-Infinity"}, "nonjson"),
     (b'{"a":1', {"args": '{"a":1'}, "invalid"),
     (b'[1,2]', {"args": "[1,2]"}, "invalid"),
+    (b'{"a":"x\xffy"}', {"a": "x\ufffdy"}, "utf8"),
     (b'{"a":1,"a":2,"":3}', {"a": 2, "": 3}, None),
     (b'{"a":-0,"b":-0.0,"c":1e308,"d":18446744073709551616}', {"a": 0, "b": -0.0, "c": 1e308, "d": 2.0**64}, None),
 ])
@@ -506,6 +510,12 @@ def test_rows_no_client_loads_as_they_are(text, want, kind):
     (b'{"a":18446744073709551615}', pbwrite.SCREEN_LONG),
     (b'{"a":1234567890123456789,"b":0.123456789012345678e-5}', 0),     # 19 digits
     (b'{"a":"00000000000000000000000"}', 0),
+    ('{"é中🚀":"é中🚀\U0010ffff"}'.encode(), 0),                        # well-formed UTF-8
+    (b'{"a":"\xff"}', pbwrite.SCREEN_SUSPECT),                           # not UTF-8
+    (b'{"a":"\xc3"}', pbwrite.SCREEN_SUSPECT),                           # cut
+    (b'{"a":"\xed\xa0\x80"}', pbwrite.SCREEN_SUSPECT),                 # an encoded surrogate
+    (b'{"a":"\xe0\x80\x80"}', pbwrite.SCREEN_SUSPECT),                 # overlong
+    (b'{"a":1\xc3\xa9}', pbwrite.SCREEN_SUSPECT),                       # outside a string
     (_depth_row(64), 0),
     (_depth_row(65), pbwrite.SCREEN_DEEP),
     (b'{"a":"' + b"[" * 100 + b'"}', 0),

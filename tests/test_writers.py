@@ -388,7 +388,8 @@ def _weird_rows():
         return dump(obj, style).encode("utf-8")
     deep = st.integers(1, 3000).map(lambda d: b'{"d":' + b'[{"k":' * d + b"null" + b"}]" * d + b"}")
     fixed = st.sampled_from([b'{"a":1e400,"b":-0,"c":1e308,"d":123456789012345678901234567890}',
-                             b'{"":1,"":2,"a":"\\ud800","\\udfff":[{}],"n":null}', b'{"a":NaN}'])
+                             b'{"":1,"":2,"a":"\\ud800","\\udfff":[{}],"n":null}', b'{"a":NaN}',
+                             b'{"a":"\xff\xc3","\xed\xa0\x80":0.00026199999999998447}'])
     return st.one_of(row(), deep, fixed)
 
 

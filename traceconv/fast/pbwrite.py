@@ -23,7 +23,7 @@ Two jobs, both over numpy arrays:
   leaves to the caller's Python reference: a float that needs more than the exact fast path (more
   than 15 significant digits once trailing zeros are dropped, more than 19 written, or a decimal
   exponent beyond +-22), an integer outside [-2^63, 2^64-1] (orjson reads those as floats), a lone
-  surrogate escape, a key repeated in one object, nesting deeper than 60, anything that is not
+  surrogate escape, bytes that are not UTF-8, a key repeated in one object, nesting deeper than 60, anything that is not
   valid JSON.
 * **Packet assembly.**  :class:`EventEncoder` writes whole ``TracePacket`` records of a step of the
   writer's event stream into one byte buffer, handing it over each time it is full.
@@ -260,13 +260,37 @@ def _table_grown(slots, thash, tkind, tdata, toff, tcount, tiid, tnext, tval, ts
 # ---------------------------------------------------------------- strings
 
 
+@inline
+def _utf8_len(data, i, b):
+    """Bytes of the well-formed UTF-8 sequence at ``data[i]`` (a byte >= 0x80), or 0."""
+    c = data[i]
+    if 0xC2 <= c <= 0xDF:
+        n, lo, hi = 2, 0x80, 0xBF
+    elif 0xE0 <= c <= 0xEF:
+        n = 3
+        lo = 0xA0 if c == 0xE0 else 0x80          # no overlong form
+        hi = 0x9F if c == 0xED else 0xBF          # no surrogate
+    elif 0xF0 <= c <= 0xF4:
+        n = 4
+        lo = 0x90 if c == 0xF0 else 0x80
+        hi = 0x8F if c == 0xF4 else 0xBF
+    else:
+        return 0
+    if i + n > b or not (lo <= data[i + 1] <= hi):
+        return 0
+    for k in range(2, n):
+        if not (0x80 <= data[i + k] <= 0xBF):
+            return 0
+    return n
+
+
 @jit
 def _decode(data, i, b, tmp):
     """Decode the JSON string whose text starts at ``i`` (after its opening quote) into ``tmp[0:]``.
     Returns (ok, position after the closing quote, length).  Raw bytes are copied as they are;
-    a bad escape, a lone surrogate or a missing closing quote is not ok."""
+    a bad escape, a lone surrogate, bytes that are not UTF-8 or a missing closing quote is not ok."""
     s0 = i
-    while i < b and data[i] != 34 and data[i] != 92:
+    while i < b and data[i] != 34 and data[i] != 92 and data[i] < 128:
         i += 1
     p = i - s0
     for q in range(p):
@@ -275,6 +299,15 @@ def _decode(data, i, b, tmp):
         c = data[i]
         if c == 34:
             return True, i + 1, p
+        if c >= 128:
+            n = _utf8_len(data, i, b)
+            if n == 0:
+                return False, i, p
+            for k in range(n):
+                tmp[p + k] = data[i + k]
+            p += n
+            i += n
+            continue
         if c != 92:
             tmp[p] = c
             p += 1
@@ -1119,7 +1152,8 @@ def screen_args(data, off, max_depth):
     SCREEN_DEEP -- a container more than ``max_depth`` containers deep inside the row's object
     (exact); SCREEN_SURROGATE -- a ``\\u`` escape of a UTF-16 surrogate (exact); SCREEN_SUSPECT --
     something orjson may refuse: a letter outside strings that no JSON literal or exponent has
-    (``NaN``, ``Infinity``), an exponent of 3+ digits, a run of 300+ digits (the caller checks);
+    (``NaN``, ``Infinity``), an exponent of 3+ digits, a run of 300+ digits, bytes that are not
+    UTF-8 (the caller checks);
     SCREEN_LONG -- a number of 20 or more digits before its exponent, which Perfetto's JSON importer
     misreads (its mantissa overflows: ``0.00003300000000000525`` reads as 0.000425)."""
     n = len(off) - 1
@@ -1142,6 +1176,12 @@ def screen_args(data, off, max_depth):
                                                    or 65 <= data[i + 3] <= 70)):
                             f |= SCREEN_SURROGATE
                         i += 2
+                    elif data[i] >= 128:                    # UTF-8: a lead byte and its continuations
+                        n = _utf8_len(data, i, b)
+                        if n == 0:
+                            f |= SCREEN_SUSPECT
+                            n = 1
+                        i += n
                     else:
                         i += 1
                 i += 1
@@ -1171,6 +1211,8 @@ def screen_args(data, off, max_depth):
                         k += 1
                     if k - j >= 3:
                         f |= SCREEN_SUSPECT
+            elif c >= 128:
+                f |= SCREEN_SUSPECT
             elif (65 <= c <= 90 or 97 <= c <= 122) and c != 116 and c != 114 and c != 117 and c != 102 \
                     and c != 97 and c != 108 and c != 115 and c != 110:
                 f |= SCREEN_SUSPECT                         # not a letter of true/false/null

@@ -19,6 +19,7 @@ loads:
 * ``NaN``, ``Infinity``, ``-Infinity`` (not JSON; readers should not let them through): the
   strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; counted;
 * text that is not JSON at all: one string arg ``"args"`` holding it; counted;
+* bytes that are not UTF-8 (readers should not let them through): U+FFFD; counted;
 * an escaped surrogate pair (``"\\ud83d\\ude80"``, valid JSON, which Perfetto's JSON importer
   nevertheless fails on): written as the character's UTF-8 by the JSON writer; lossless, not
   counted;
@@ -50,7 +51,8 @@ SURROGATE = "args strings with a lone UTF-16 surrogate escape: the surrogate wri
 HUGE = "args numbers beyond the double range: written as +-1.7976931348623157e308"
 NON_JSON = "args NaN/Infinity (not JSON): written as the strings \"NaN\"/\"Infinity\"/\"-Infinity\""
 INVALID = "args that are not a JSON object: written as one string arg \"args\" holding the text"
-MESSAGES = {"deep": DEEP, "surrogate": SURROGATE, "huge": HUGE, "nonjson": NON_JSON, "invalid": INVALID}
+UTF8 = "args text that is not UTF-8: the bytes that are not written as U+FFFD"
+MESSAGES = {"utf8": UTF8, "deep": DEEP, "surrogate": SURROGATE, "huge": HUGE, "nonjson": NON_JSON, "invalid": INVALID}
 
 _LONE = re.compile("[\ud800-\udfff]")
 _WS = b" \t\r\n"
@@ -142,7 +144,11 @@ def _fix(v: Any, counts: Counter) -> Any:
 def clean(raw: bytes, counts: Counter) -> dict:
     """The args object of ``raw`` as a Python dict every writer can write (see the module
     docstring); what was changed is counted in ``counts`` by kind (keys of :data:`MESSAGES`)."""
-    text = raw.decode("utf-8", "replace")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        counts["utf8"] += 1
+        text = raw.decode("utf-8", "replace")
     text = _cut_deep(text, counts)
 
     def constant(name: str) -> Any:

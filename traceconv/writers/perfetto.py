@@ -218,8 +218,9 @@ class PythonArgs:
         if raw.count(b"{") + raw.count(b"[") > argtext.MAX_DEPTH + 1:
             return self._cleaned(raw)                 # (maybe) too deep: without recursion
         try:
+            raw.decode("utf-8")                       # (msgspec lets bytes that are not UTF-8 through)
             items = _split_args.decode(raw).items()
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             return self._cleaned(raw)
         out = []
         values = self.values
