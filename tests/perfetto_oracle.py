@@ -24,8 +24,12 @@ from typing import Any, Sequence
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# beside the project (a checkout in /work/main), or beside the folder of worktrees (/work/wt/NAME)
 TP_PATH = Path(os.environ.get("TRACECONV_TRACE_PROCESSOR")
-               or ROOT.parent / "shared" / "bin" / "trace_processor_shell")
+               or next((p for p in (ROOT.parent / "shared" / "bin" / "trace_processor_shell",
+                                    ROOT.parent.parent / "shared" / "bin" / "trace_processor_shell")
+                        if p.is_file()),
+                       ROOT.parent / "shared" / "bin" / "trace_processor_shell"))
 
 requires_trace_processor = pytest.mark.skipif(
     not (TP_PATH.is_file() and os.access(TP_PATH, os.X_OK)),
@@ -35,15 +39,21 @@ requires_trace_processor = pytest.mark.skipif(
 PROBLEMS_SQL = ("select name, idx, severity, value from stats "
                 "where severity in ('error', 'data_loss') and value > 0 order by name, idx")
 
+def text(expr: str) -> str:
+    """SQL for a string column read back exactly: trace_processor's CSV quotes a string but does not
+    double the quotes inside it, so they are doubled in the query."""
+    return f"""replace({expr}, '"', '""')"""
+
+
 # The slices as a viewer shows them, comparable across the .pftrace and the Chrome JSON of one
 # input: the owning process's and the track's (or, for a thread's own track, which has no name,
 # the thread's) names, times relative to the trace's first slice, depth.  (A track of a thread that
 # has a name of its own -- an overlap lane of the .pftrace -- shows that name.)
-SLICES_SQL = """
+SLICES_SQL = f"""
 select
-  coalesce(p1.name, p2.name) as process,
-  coalesce(tr.name, th.name) as track,
-  s.name as name, s.category as cat,
+  {text("coalesce(p1.name, p2.name)")} as process,
+  {text("coalesce(tr.name, th.name)")} as track,
+  {text("s.name")} as name, {text("s.category")} as cat,
   s.ts - (select min(ts) from slice) as ts, s.dur as dur, s.depth as depth
 from slice s
 join track tr on tr.id = s.track_id

@@ -90,7 +90,9 @@ easy = st.one_of(
                            Num("-0"), Num("0e999"), Num("1.5"), Num("2.5e-3"), Num("100000000000000000000e-1")]),
 )
 hard = st.one_of(st.sampled_from(EDGE_INTS[13:]), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
-                 strings, st.sampled_from([Num("1.5e300"), Num("4.9e-324"), Num("1.000000000000000000000")]))
+                 strings, st.sampled_from([Num("1.5e300"), Num("4.9e-324"), Num("1.000000000000000000000"),
+                                           Num("1e400"), Num("-1e400"), Num("NaN"), Num("-Infinity"),
+                                           Num("1" + "0" * 400)]))
 scalars = sometimes(easy, hard, 12)
 keys = sometimes(text, strings, 8)
 def unique(pairs):
@@ -193,6 +195,8 @@ def left_to_python(v) -> bool:
     if isinstance(v, str):
         return _has_surrogate(v)
     if isinstance(v, Num):
+        if v.text.lstrip("-") in ("NaN", "Infinity"):
+            return True
         if any(c in v.text for c in ".eE"):
             return not _fast_float(v.text)
         return not -(2**63) <= int(v.text) <= 2**64 - 1
@@ -222,6 +226,8 @@ def _canon(a, names: dict[int, bytes], strings: dict[int, bytes]):
         return ("string_value", a.string_value.encode("utf-8", "surrogatepass"))
     if which == "double_value":
         return ("double_value", struct.pack("<d", a.double_value))
+    if which is None:                   # null, {} and []: a name and no value
+        return ("none", None)
     return (which, getattr(a, which))
 
 
@@ -279,9 +285,10 @@ def test_kernel_annotations_decode_to_the_python_reference(batch, intern_all):
     for obj, text, (got, ref) in zip(objs, texts, results):
         expect_python = left_to_python(obj)
         assert (got is None) == expect_python, (text, got)
+        assert not isinstance(ref, Exception), (text, ref)     # the Python encoder takes any row
         if got is None:
+            decode(ref, names, strings)                        # and what it writes decodes
             continue
-        assert not isinstance(ref, Exception), (text, ref)
         assert decode(got, names, strings) == decode(ref, names, strings), text
         # and the same values as Python's own JSON parser (float(text) for every double)
         assert _plain(decode(got, names, strings)) == _plain_json(text), text
@@ -299,6 +306,9 @@ def _strings_of(v):
         yield v
 
 
+EMPTY_IN_LIST = [("", None)]            # {} or [] as a list's element: one nameless entry, no value
+
+
 def _plain(decoded: list) -> list:
     """Decoded annotations as plain values: objects as lists of (key, value) tuples, doubles as
     their bits, booleans tagged (True == 1 in Python)."""
@@ -314,8 +324,8 @@ def _plain(decoded: list) -> list:
             return ("f", v)
         if field == "bool_value":
             return ("b", v)
-        if field == "legacy_json_value":
-            return {"null": None, "{}": ("obj",), "[]": []}[v]
+        if field == "none":
+            return None
         return v
     return [(k.decode("utf-8"), val(c)) for k, c in decoded]
 
@@ -326,11 +336,13 @@ class _Pairs(list):
 
 def _plain_json(text: bytes) -> list:
     """The same, from Python's own JSON parser (``float(text)`` for every double)."""
-    def val(v):
+    def val(v, in_list=False):
+        if isinstance(v, (_Pairs, list)) and not v:
+            return EMPTY_IN_LIST if in_list else None             # {} and []: no value, as null
         if isinstance(v, _Pairs):
-            return [(k, val(x)) for k, x in v] if v else ("obj",)
+            return [(k, val(x)) for k, x in v]
         if isinstance(v, list):
-            return [val(x) for x in v]
+            return [val(x, True) for x in v]
         if isinstance(v, bool):
             return ("b", v)
         if isinstance(v, float):
@@ -356,14 +368,19 @@ def _plain_json(text: bytes) -> list:
     (b'{"a":0.1}', "double_value", 0.1),
     (b'{"a":"\\ud83d\\ude80 \\/ \\u00e9"}', "string_value", "\U0001f680 / \u00e9"),
     (b'{"a":true}', "bool_value", True),
-    (b'{"a":null}', "legacy_json_value", "null"),
-    (b'{"a":{}}', "legacy_json_value", "{}"),
-    (b'{"a":[]}', "legacy_json_value", "[]"),
+    (b'{"a":null}', None, None),           # no value field: trace_processor shows no arg, as for JSON
+    (b'{"a":{}}', None, None),
+    (b'{"a":[]}', None, None),
+    (b'{"a" : [ ] }', None, None),
 ])
 def test_kernel_values(text, field, value):
     (got, ref), = kernel_and_reference([text], False)[0]
     a = pb.TrackEvent.FromString(got).debug_annotations[0]
     assert a.WhichOneof("value") == field
+    if field is None:
+        assert not a.dict_entries and not a.array_values and a.name_iid
+        assert got == ref
+        return
     assert getattr(a, field) == value
     if field == "double_value":
         assert struct.pack("<d", a.double_value) == struct.pack("<d", float(text[5:-1]))
@@ -383,10 +400,129 @@ def test_kernel_values(text, field, value):
     b'{"a":[1,]}',
     b'{"a":1} x',
     b'[1]',
+    b'{"a":"\xff"}',                      # not UTF-8
+    b'{"\xc3":1}',
+    b'{"a":"\xed\xa0\x80"}',              # an encoded surrogate
 ])
 def test_rows_left_to_python(text):
     ((got, ref),), _, _ = kernel_and_reference([text], False)
     assert got is None
+
+
+@pytest.mark.parametrize("text, n", [
+    (b'{"a":[null,1,{},[],2]}', 1),
+    (b'{"a":{"x":null,"y":{},"z":[]},"b":null}', 2),
+    (b'{"a":[[],[[]],[{}]],"b":{"c":{"d":null}}}', 2),
+])
+def test_null_and_empty_containers_have_no_value_at_any_depth(text, n):
+    """No legacy_json_value anywhere (trace_processor aborts on one of null, {} or []): an entry with
+    no value, which it skips, numbering an array's other elements as its JSON importer does."""
+    ((got, ref),), names, strings = kernel_and_reference([text], False)
+    assert got is not None and decode(got, names, strings) == decode(ref, names, strings)
+    assert b"null" not in got and b"{}" not in got and b"[]" not in got
+    assert _plain(decode(got, names, strings)) == _plain_json(text)
+    te = pb.TrackEvent.FromString(got)
+
+    def walk(a):
+        assert not a.HasField("legacy_json_value")
+        for x in list(a.dict_entries) + list(a.array_values):
+            walk(x)
+    for a in te.debug_annotations:
+        walk(a)
+    assert len(te.debug_annotations) == n
+
+
+def _depth_row(d: int) -> bytes:
+    return b'{"d":' + b"[" * d + b"1" + b"]" * d + b',"after":2}'
+
+
+@pytest.mark.parametrize("d", [1, 58, 59, 60, 64, 65, 66, 1000, 100_000])
+def test_rows_nested_past_the_limit(d):
+    """The kernel takes rows up to its stack's depth; the Python encoder any depth, without
+    recursion: containers beyond argtext.MAX_DEPTH (64) become a string of their JSON text."""
+    from traceconv.writers import argtext
+    text = _depth_row(d)
+    (got, ref), = kernel_and_reference([text], False)[0]
+    assert (got is None) == (d >= pbwrite.MAX_DEPTH), d
+    if got is not None:
+        assert got == ref
+    a, after = pb.TrackEvent.FromString(ref).debug_annotations     # pb2 decodes it: < 100 levels
+    assert after.int_value == 2
+    levels = 0
+    while len(a.array_values) == 1:
+        a = a.array_values[0]
+        levels += 1
+    assert levels == min(d, argtext.MAX_DEPTH)
+    if d <= argtext.MAX_DEPTH:
+        assert a.int_value == 1
+    else:
+        k = d - argtext.MAX_DEPTH
+        assert a.string_value == "[" * k + "1" + "]" * k
+    python = pw.PythonArgs({})
+    python(text)
+    assert python.counts["deep"] == (1 if d > argtext.MAX_DEPTH else 0)
+
+
+@pytest.mark.parametrize("text, want, kind", [
+    (b'{"a":"x\\\\ud800y"}', {"a": "x\\ud800y"}, None),                 # an escaped backslash: no surrogate
+    (b'{"a":"x\\ud800y"}', {"a": "x\ufffdy"}, "surrogate"),
+    (b'{"\\udc00":1}', {"\ufffd": 1}, "surrogate"),
+    (b'{"a":"\\ud83d\\ude80"}', {"a": "\U0001f680"}, None),
+    (b'{"a":1e400,"b":-1e999}', {"a": 1.7976931348623157e308, "b": -1.7976931348623157e308}, "huge"),
+    (b'{"a":1' + b"0" * 400 + b'}', {"a": 1.7976931348623157e308}, "huge"),
+    (b'{"a":NaN,"b":Infinity,"c":-Infinity}', {"a": "NaN", "b": "Infinity", "c": "-Infinity"}, "nonjson"),
+    (b'{"a":1', {"args": '{"a":1'}, "invalid"),
+    (b'[1,2]', {"args": "[1,2]"}, "invalid"),
+    (b'{"a":"x\xffy"}', {"a": "x\ufffdy"}, "utf8"),
+    (b'{"a":1,"a":2,"":3}', {"a": 2, "": 3}, None),
+    (b'{"a":-0,"b":-0.0,"c":1e308,"d":18446744073709551616}', {"a": 0, "b": -0.0, "c": 1e308, "d": 2.0**64}, None),
+])
+def test_rows_no_client_loads_as_they_are(text, want, kind):
+    """What argtext.clean makes of them: the Python encoder's input, and the JSON writer's output."""
+    from collections import Counter
+    from traceconv.writers import argtext
+    counts = Counter()
+    got = argtext.clean(text, counts)
+    assert got == want and repr(got) == repr(want)               # repr: -0.0 is not 0.0
+    assert {k for k, n in counts.items() if n} == ({kind} if kind else set())
+    assert orjson.loads(argtext.dumps(got)) == want                 # the JSON writer's text parses
+    assert repr(orjson.loads(argtext.dumps(got))) == repr(want)
+    python = pw.PythonArgs({})
+    ann = python(text)
+    assert python.counts == counts
+    decoded = {a.name: a for a in pb.TrackEvent.FromString(ann).debug_annotations}
+    assert list(decoded) == list(want)
+
+
+@pytest.mark.parametrize("text, flags", [
+    (b'{"a":1}', 0),
+    (b'{"a":"NaN Infinity 1e400 \\\\ud800"}', 0),                     # inside a string: nothing
+    (b'{"a":"\\ud800"}', pbwrite.SCREEN_SURROGATE),
+    (b'{"a":"\\uDE80"}', pbwrite.SCREEN_SURROGATE),
+    (b'{"a":"\\u00e9"}', 0),
+    (b'{"a":NaN}', pbwrite.SCREEN_SUSPECT),
+    (b'{"a":-Infinity}', pbwrite.SCREEN_SUSPECT),
+    (b'{"a":1e400}', pbwrite.SCREEN_SUSPECT),
+    (b'{"a":1.5E+308}', pbwrite.SCREEN_SUSPECT),
+    (b'{"a":1e99,"b":true,"c":false,"d":null}', 0),
+    (b'{"a":' + b"9" * 300 + b'}', pbwrite.SCREEN_SUSPECT | pbwrite.SCREEN_LONG),
+    (b'{"a":0.00003300000000000525}', pbwrite.SCREEN_LONG),           # 20+ digits: Perfetto misreads
+    (b'{"a":18446744073709551615}', pbwrite.SCREEN_LONG),
+    (b'{"a":1234567890123456789,"b":0.123456789012345678e-5}', 0),     # 19 digits
+    (b'{"a":"00000000000000000000000"}', 0),
+    ('{"é中🚀":"é中🚀\U0010ffff"}'.encode(), 0),                        # well-formed UTF-8
+    (b'{"a":"\xff"}', pbwrite.SCREEN_SUSPECT),                           # not UTF-8
+    (b'{"a":"\xc3"}', pbwrite.SCREEN_SUSPECT),                           # cut
+    (b'{"a":"\xed\xa0\x80"}', pbwrite.SCREEN_SUSPECT),                 # an encoded surrogate
+    (b'{"a":"\xe0\x80\x80"}', pbwrite.SCREEN_SUSPECT),                 # overlong
+    (b'{"a":1\xc3\xa9}', pbwrite.SCREEN_SUSPECT),                       # outside a string
+    (_depth_row(64), 0),
+    (_depth_row(65), pbwrite.SCREEN_DEEP),
+    (b'{"a":"' + b"[" * 100 + b'"}', 0),
+])
+def test_screen_finds_the_rows_a_json_output_cannot_copy(text, flags):
+    data, off = _packed([text, b"", b'{"x":1}'])
+    assert pbwrite.screen_args(data, off, 64).tolist() == [flags, 0, 0]
 
 
 def test_nested_names_are_interned_and_long_values_get_long_lengths():
@@ -542,3 +678,16 @@ def test_two_threads_write_the_same_bytes_as_one(tmp_path, monkeypatch):
     traceconv.save(t, tmp_path / "one.pftrace")
     assert (tmp_path / "two.pftrace").read_bytes() == (tmp_path / "one.pftrace").read_bytes()
     assert_outputs_agree(t, tmp_path)
+
+
+@pytest.mark.parametrize("f, text", [
+    (0.00026199999999998447, "2.6199999999998447e-04"),     # 20 digits written plainly: exponent form
+    (3.300000000000525e-05, "3.300000000000525e-05"),
+    (0.1, "0.1"), (1e22, "1e+22"), (-0.0, "-0.0"), (123456.75, "123456.75"),
+    (1.7976931348623157e308, "1.7976931348623157e+308"), (5e-324, "5e-324"),
+])
+def test_rewritten_floats_are_the_same_double_in_fewer_than_20_digits(f, text):
+    from traceconv.writers import argtext
+    got = argtext.dumps({"a": f}).decode()
+    assert got == '{"a":%s}' % text
+    assert orjson.loads(got)["a"] == f and sum(c.isdigit() for c in text.partition("e")[0]) < 20

@@ -112,12 +112,14 @@ def test_overlapping_slices_keep_their_own_durations(outputs):
 
 def test_names_args_and_ids_survive(outputs):
     trace, d = outputs
-    for tl in (read_perfetto(d / "k.pftrace"), read_chrome_json(d / "k.json")):
+    j = read_chrome_json(d / "k.json")
+    for tl in (read_perfetto(d / "k.pftrace"), j):
         by_name = {s.name: s for s in tl.slices}
         assert WEIRD in by_name and by_name[WEIRD].cat == "cat,with,commas"
         args = orjson.loads(by_name["aten::mm"].args)
+        # {} in a .pftrace: an annotation with no value, as null (the one form trace_processor loads)
         assert args == {"Input Dims": [[2, 3], [3, 4]], "nested": {"a": None, "b": True, "c": 1.5},
-                        "huge": 2**64 - 1, "neg": -(2**63), "empty": {}, "none": None}
+                        "huge": 2**64 - 1, "neg": -(2**63), "empty": {} if tl is j else None, "none": None}
         assert by_name["c"].process == "operator"
         assert by_name["PyTorch Profiler (0)"].process == "Spans"
         assert by_name["b"].track == "thread 99"
@@ -272,6 +274,7 @@ def test_annotation_values_decode_to_what_was_encoded():
         a = pb.DebugAnnotation()
         a.ParseFromString(value_fields(v))
         want = str(v) if isinstance(v, int) and not -(2**63) <= v <= 2**64 - 1 else v
+        want = None if want in ([], {}) else want        # no value field, as null
         assert _ann_value(a, {}) == want, v
 
 
@@ -379,3 +382,63 @@ def test_real_traces_stream_the_same_in_windows(name, tmp_path, monkeypatch):
     monkeypatch.setattr(pw, "_STEP", 3)
     traceconv.save(trace, tmp_path / "many.pftrace")
     assert (tmp_path / "many.pftrace").read_bytes() == (tmp_path / "one.pftrace").read_bytes()
+
+
+# ---------------------------------------------------------------- any valid JSON args, both writers
+
+def _args_trace(texts: list[bytes]) -> Trace:
+    t = Trace("args")
+    th = t.thread(t.process(1, "p"), 1, "t")
+    for k, text in enumerate(texts):
+        t.add_slice(th.track, 1_000 * k, 500, f"s{k}", "args", text)
+        t.add_instant(th.track, 1_000 * k + 600, f"i{k}", "args", text)
+    return t
+
+
+def _weird_rows():
+    from test_pbwrite import dump, rows, styles, _has_surrogate, _strings_of
+
+    @st.composite
+    def row(draw):
+        obj, style = draw(rows), draw(styles())
+        if any(_has_surrogate(s) for s in _strings_of(obj)):
+            style = {**style, "ascii": True}
+        return dump(obj, style).encode("utf-8")
+    deep = st.integers(1, 3000).map(lambda d: b'{"d":' + b'[{"k":' * d + b"null" + b"}]" * d + b"}")
+    fixed = st.sampled_from([b'{"a":1e400,"b":-0,"c":1e308,"d":123456789012345678901234567890}',
+                             b'{"":1,"":2,"a":"\\ud800","\\udfff":[{}],"n":null}', b'{"a":NaN}',
+                             b'{"a":"\xff\xc3","\xed\xa0\x80":0.00026199999999998447}'])
+    return st.one_of(row(), deep, fixed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_weird_rows(), min_size=1, max_size=8))
+def test_any_args_write_to_both_formats(tmp_path_factory, texts):
+    """Whatever the args text (lone surrogates, huge numbers, -0, 1e308, empty and repeated keys,
+    nesting thousands deep, NaN), both writers write it: the JSON output parses with orjson, the
+    .pftrace decodes with perfetto_trace_pb2 (which stops at 100 nested messages)."""
+    d = tmp_path_factory.mktemp("any")
+    t = _args_trace(texts)
+    traceconv.save(t, d / "a.json")
+    traceconv.save(t, d / "a.pftrace")
+    doc = orjson.loads((d / "a.json").read_bytes())
+    assert sum(e.get("cat") == "args" for e in doc["traceEvents"]) == 2 * len(texts)
+    tl = read_perfetto(d / "a.pftrace")
+    assert len(tl.slices) == len(texts) and len(tl.instants) == len(texts)
+
+
+def test_deep_args_do_not_recurse(tmp_path):
+    """100,000 levels: no RecursionError in either writer; counted."""
+    from traceconv.writers import argtext
+    deep = b'{"d":' + b"[" * 100_000 + b"1" + b"]" * 100_000 + b"}"
+    t = _args_trace([deep])
+    traceconv.save(t, tmp_path / "a.json")
+    traceconv.save(t, tmp_path / "a.pftrace")
+    got = orjson.loads((tmp_path / "a.json").read_bytes())
+    args = [e["args"] for e in got["traceEvents"] if e.get("cat") == "args"]
+    inner = args[0]["d"]
+    for _ in range(argtext.MAX_DEPTH - 1):
+        inner = inner[0]
+    assert inner == ["[" * (100_000 - argtext.MAX_DEPTH) + "1" + "]" * (100_000 - argtext.MAX_DEPTH)]
+    assert {w.message: w.count for w in t.diagnostics.warnings}[argtext.DEEP] == 4     # 2 rows x 2 writers
+    read_perfetto(tmp_path / "a.pftrace")

@@ -9,8 +9,13 @@ Two jobs, both over numpy arrays:
   10-byte two's-complement varint); in (int64, uint64] -> ``uint_value``; a number with a fraction
   or an exponent -> ``double_value``; a string -> ``string_value`` (UTF-8, JSON escapes decoded),
   or ``string_value_iid`` when the caller interned it; a non-empty object -> ``dict_entries``; a
-  non-empty array -> ``array_values``; ``null``, ``{}``, ``[]`` -> ``legacy_json_value``.  Every
-  key, at every depth, is a ``name_iid``.
+  non-empty array -> ``array_values``; ``null``, ``{}``, ``[]`` -> no value field at all (an empty
+  list of entries is no field on the wire; trace_processor shows no arg for it, as its JSON importer
+  does for the same values, where a ``legacy_json_value`` of ``null``, ``{}`` or ``[]`` makes it
+  abort) -- except ``{}`` or ``[]`` as an element of a list: one ``dict_entries`` with an empty name
+  and no value, which, like ``{}`` and ``[]`` in its JSON importer, shows no arg but takes an index
+  of the list (``[1,{},2]``: ``l[0]`` = 1, ``l[2]`` = 2; a ``null`` takes none: ``[1,null,2]``:
+  ``l[1]`` = 2).  Every key, at every depth, is a ``name_iid``.
 
   Two passes.  :func:`collect_args` adds every key (a string followed by ``:``) of all rows to a
   table and counts their string values, so that the interned data can be written before the first
@@ -18,7 +23,7 @@ Two jobs, both over numpy arrays:
   leaves to the caller's Python reference: a float that needs more than the exact fast path (more
   than 15 significant digits once trailing zeros are dropped, more than 19 written, or a decimal
   exponent beyond +-22), an integer outside [-2^63, 2^64-1] (orjson reads those as floats), a lone
-  surrogate escape, a key repeated in one object, nesting deeper than 60, anything that is not
+  surrogate escape, bytes that are not UTF-8, a key repeated in one object, nesting deeper than 60, anything that is not
   valid JSON.
 * **Packet assembly.**  :class:`EventEncoder` writes whole ``TracePacket`` records of a step of the
   writer's event stream into one byte buffer, handing it over each time it is full.
@@ -55,6 +60,7 @@ FIELDS: dict[tuple[str, str], tuple[int, int]] = {
     ("TrackEvent", "flow_ids"): (47, I64),
     ("TrackEvent", "terminating_flow_ids"): (48, I64),
     ("DebugAnnotation", "name_iid"): (1, VARINT),
+    ("DebugAnnotation", "name"): (10, LEN),
     ("DebugAnnotation", "bool_value"): (2, VARINT),
     ("DebugAnnotation", "uint_value"): (3, VARINT),
     ("DebugAnnotation", "int_value"): (4, VARINT),
@@ -91,6 +97,7 @@ E_DOUBLE = _tag("TrackEvent", "double_counter_value")
 E_FLOW = _tag("TrackEvent", "flow_ids")
 E_TFLOW = _tag("TrackEvent", "terminating_flow_ids")
 A_NAME_IID = _tag("DebugAnnotation", "name_iid")
+A_NAME = _tag("DebugAnnotation", "name")
 A_BOOL = _tag("DebugAnnotation", "bool_value")
 A_UINT = _tag("DebugAnnotation", "uint_value")
 A_INT = _tag("DebugAnnotation", "int_value")
@@ -108,7 +115,7 @@ A_STR_IID0, A_STR_IID1 = (A_STR_IID & 0x7F) | 0x80, A_STR_IID >> 7
 E_DOUBLE0, E_DOUBLE1 = (E_DOUBLE & 0x7F) | 0x80, E_DOUBLE >> 7
 E_FLOW0, E_FLOW1 = (E_FLOW & 0x7F) | 0x80, E_FLOW >> 7
 E_TFLOW0, E_TFLOW1 = (E_TFLOW & 0x7F) | 0x80, E_TFLOW >> 7
-assert max(T_PACKET, P_TS, P_SEQ, P_FLAGS, P_TE, E_TYPE, E_TRACK, E_NAME, E_CAT, E_ANN, A_NAME_IID, A_BOOL,
+assert max(T_PACKET, P_TS, P_SEQ, P_FLAGS, P_TE, E_TYPE, E_TRACK, E_NAME, E_CAT, E_ANN, A_NAME_IID, A_NAME, A_BOOL,
            A_UINT, A_INT, A_DOUBLE, A_STR, A_JSON, A_DICT, A_ARRAY, S_IID, S_STR) < 128
 assert 128 <= min(A_STR_IID, E_DOUBLE, E_FLOW, E_TFLOW) and max(A_STR_IID, E_DOUBLE, E_FLOW, E_TFLOW) < 1 << 14
 
@@ -253,13 +260,37 @@ def _table_grown(slots, thash, tkind, tdata, toff, tcount, tiid, tnext, tval, ts
 # ---------------------------------------------------------------- strings
 
 
+@inline
+def _utf8_len(data, i, b):
+    """Bytes of the well-formed UTF-8 sequence at ``data[i]`` (a byte >= 0x80), or 0."""
+    c = data[i]
+    if 0xC2 <= c <= 0xDF:
+        n, lo, hi = 2, 0x80, 0xBF
+    elif 0xE0 <= c <= 0xEF:
+        n = 3
+        lo = 0xA0 if c == 0xE0 else 0x80          # no overlong form
+        hi = 0x9F if c == 0xED else 0xBF          # no surrogate
+    elif 0xF0 <= c <= 0xF4:
+        n = 4
+        lo = 0x90 if c == 0xF0 else 0x80
+        hi = 0x8F if c == 0xF4 else 0xBF
+    else:
+        return 0
+    if i + n > b or not (lo <= data[i + 1] <= hi):
+        return 0
+    for k in range(2, n):
+        if not (0x80 <= data[i + k] <= 0xBF):
+            return 0
+    return n
+
+
 @jit
 def _decode(data, i, b, tmp):
     """Decode the JSON string whose text starts at ``i`` (after its opening quote) into ``tmp[0:]``.
     Returns (ok, position after the closing quote, length).  Raw bytes are copied as they are;
-    a bad escape, a lone surrogate or a missing closing quote is not ok."""
+    a bad escape, a lone surrogate, bytes that are not UTF-8 or a missing closing quote is not ok."""
     s0 = i
-    while i < b and data[i] != 34 and data[i] != 92:
+    while i < b and data[i] != 34 and data[i] != 92 and data[i] < 128:
         i += 1
     p = i - s0
     for q in range(p):
@@ -268,6 +299,15 @@ def _decode(data, i, b, tmp):
         c = data[i]
         if c == 34:
             return True, i + 1, p
+        if c >= 128:
+            n = _utf8_len(data, i, b)
+            if n == 0:
+                return False, i, p
+            for k in range(n):
+                tmp[p + k] = data[i + k]
+            p += n
+            i += n
+            continue
         if c != 92:
             tmp[p] = c
             p += 1
@@ -666,13 +706,14 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                         i += 1
                         while i < b and (data[i] == 32 or data[i] == 10 or data[i] == 13 or data[i] == 9):
                             i += 1
-                        if i < b and data[i] == close:
+                        if i < b and data[i] == close:      # {} or []: no value field ...
                             i += 1
-                            out[cur] = A_JSON
-                            out[cur + 1] = 2
-                            out[cur + 2] = c
-                            out[cur + 3] = close
-                            cur += 4
+                            if kinds[depth] == _ARR:            # ... but in a list, one nameless entry
+                                out[cur] = A_DICT
+                                out[cur + 1] = 2
+                                out[cur + 2] = A_NAME
+                                out[cur + 3] = 0
+                                cur += 4
                             state = _S_AFTER
                         else:
                             if depth + 1 >= MAX_DEPTH:
@@ -712,14 +753,7 @@ def _rows(strings, data, off, rows, j0, table, out, out_off, flags, tmp):
                     if c == 110:
                         if i + 4 > b or data[i + 1] != 117 or data[i + 2] != 108 or data[i + 3] != 108:
                             break
-                        i += 4
-                        out[cur] = A_JSON
-                        out[cur + 1] = 4
-                        out[cur + 2] = 110
-                        out[cur + 3] = 117
-                        out[cur + 4] = 108
-                        out[cur + 5] = 108
-                        cur += 6
+                        i += 4                              # null: no value field
                         state = _S_AFTER
                         continue
                     if c != 45 and not (48 <= c <= 57):
@@ -1105,3 +1139,84 @@ def interned_entries(tag, iids, data, off):
         p += ln
         ends[j] = p
     return buf, ends
+
+
+# ---------------------------------------------------------------- rows a writer cannot copy as they are
+
+SCREEN_DEEP, SCREEN_SURROGATE, SCREEN_SUSPECT, SCREEN_LONG = 1, 2, 4, 8
+
+
+@jit
+def screen_args(data, off, max_depth):
+    """Per row of args text, the reasons it may not be copied into a JSON output as it is (bits):
+    SCREEN_DEEP -- a container more than ``max_depth`` containers deep inside the row's object
+    (exact); SCREEN_SURROGATE -- a ``\\u`` escape of a UTF-16 surrogate (exact); SCREEN_SUSPECT --
+    something orjson may refuse: a letter outside strings that no JSON literal or exponent has
+    (``NaN``, ``Infinity``), an exponent of 3+ digits, a run of 300+ digits, bytes that are not
+    UTF-8 (the caller checks);
+    SCREEN_LONG -- a number of 20 or more digits before its exponent, which Perfetto's JSON importer
+    misreads (its mantissa overflows: ``0.00003300000000000525`` reads as 0.000425)."""
+    n = len(off) - 1
+    flags = np.zeros(n, np.uint8)
+    for r in range(n):
+        a = off[r]
+        b = off[r + 1]
+        f = 0
+        depth = 0
+        digits = 0
+        i = a
+        while i < b:
+            c = data[i]
+            if c == 34:                                     # a string
+                i += 1
+                while i < b and data[i] != 34:
+                    if data[i] == 92:
+                        if (i + 2 < b and data[i + 1] == 117 and (data[i + 2] == 100 or data[i + 2] == 68)
+                                and i + 3 < b and (56 <= data[i + 3] <= 57 or 97 <= data[i + 3] <= 102
+                                                   or 65 <= data[i + 3] <= 70)):
+                            f |= SCREEN_SURROGATE
+                        i += 2
+                    elif data[i] >= 128:                    # UTF-8: a lead byte and its continuations
+                        n = _utf8_len(data, i, b)
+                        if n == 0:
+                            f |= SCREEN_SUSPECT
+                            n = 1
+                        i += n
+                    else:
+                        i += 1
+                i += 1
+                digits = 0
+                continue
+            if c == 123 or c == 91:
+                depth += 1
+                if depth > max_depth + 1:
+                    f |= SCREEN_DEEP
+            elif c == 125 or c == 93:
+                depth -= 1
+            elif 48 <= c <= 57:
+                digits += 1
+                if digits >= 20:
+                    f |= SCREEN_LONG
+                if digits >= 300:
+                    f |= SCREEN_SUSPECT
+                i += 1
+                continue
+            elif c == 101 or c == 69:                       # e / E: an exponent's digits
+                if digits > 0:
+                    j = i + 1
+                    if j < b and (data[j] == 43 or data[j] == 45):
+                        j += 1
+                    k = j
+                    while k < b and 48 <= data[k] <= 57:
+                        k += 1
+                    if k - j >= 3:
+                        f |= SCREEN_SUSPECT
+            elif c >= 128:
+                f |= SCREEN_SUSPECT
+            elif (65 <= c <= 90 or 97 <= c <= 122) and c != 116 and c != 114 and c != 117 and c != 102 \
+                    and c != 97 and c != 108 and c != 115 and c != 110:
+                f |= SCREEN_SUSPECT                         # not a letter of true/false/null
+            digits = 0 if c != 46 else digits
+            i += 1
+        flags[r] = f
+    return flags

@@ -9,6 +9,11 @@
   protobuf output (and trace_processor the same slice table).
 * pids/tids are the model's: unique and within 0..2^31-1 (Perfetto's JSON
   importer turns anything else into 0).
+* Args are the model's JSON text, copied; the rare rows no client loads as
+  they are (nesting deeper than 64 levels, lone surrogate escapes, numbers
+  beyond the double range, NaN; escaped surrogate pairs and numbers of 20+
+  digits, which Perfetto's JSON importer fails on) are rewritten by :mod:`traceconv.writers.argtext`
+  (counted where something changed), so every output parses with orjson.
 * Flows are written as v2 flows (``bind_id`` + ``flow_out``/``flow_in`` on the
   slices themselves, which binds them exactly) where both slices take part in
   that one link only; every other link (a fan-out's, a chain's) is a v1
@@ -25,13 +30,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import BinaryIO
 
+import numpy as np
 import orjson
 
 from .. import __version__
-from ..model import Clock, Trace, TrackKind
+from ..fast import pbwrite
+from ..model import ArgsColumn, Clock, Trace, TrackKind
 from ..progress import EVERY, report
+from . import argtext
 
 _CHUNK = 8192
 # Tracks that are not threads (overlap lanes, async tracks) become threads numbered from here.
@@ -107,6 +116,31 @@ class _Ids:
                 sort = self.trace.threads[base.thread].sort_index
         self.extra_threads.append((pid, tid, name, sort))
         return pid, tid
+
+
+_SCREEN_ROWS = 1 << 16     # rows screened at a time (a spilled column's pages dropped between)
+
+
+def _rewritten(col: ArgsColumn, counts: Counter) -> dict[int, bytes]:
+    """The rows of ``col`` that cannot be copied as they are, rewritten: the rows
+    :func:`pbwrite.screen_args` flags, checked (a mere suspect that orjson reads is kept) and made
+    writable by :func:`argtext.clean`.  Usually empty."""
+    out: dict[int, bytes] = {}
+    data, off = col.packed()
+    for lo in range(0, len(off) - 1, _SCREEN_ROWS):
+        flags = pbwrite.screen_args(data, off[lo:lo + _SCREEN_ROWS + 1], argtext.MAX_DEPTH)
+        col.forget()
+        for j in np.flatnonzero(flags).tolist():
+            i = lo + j
+            a = col[i]
+            if flags[j] == pbwrite.SCREEN_SUSPECT:
+                try:
+                    orjson.loads(a)
+                    continue
+                except orjson.JSONDecodeError:
+                    pass
+            out[i] = argtext.dumps(argtext.clean(a, counts))
+    return out
 
 
 class _FlowPoints:
@@ -231,7 +265,9 @@ def write(trace: Trace, out: BinaryIO) -> None:
         for pt in ids.pid_tid
     ]
     s = trace.slices
-    sts, sdur, strack, sname, scat, sargs = s.ts, s.dur, s.track, s.name, s.cat, s.args
+    counts: Counter = Counter()
+    sts, sdur, strack, sname, scat = s.ts, s.dur, s.track, s.name, s.cat
+    sargs, s_fixed = s.args, _rewritten(s.args, counts)
     total = trace.event_count()
     for i in range(len(s)):
         if not i & (EVERY - 1):
@@ -243,7 +279,9 @@ def write(trace: Trace, out: BinaryIO) -> None:
             parts += [b',"cat":', jstr[c]]
         parts += [b',"ts":', us(sts[i] - base).encode(), b',"dur":', us(sdur[i]).encode(), b",",
                   where[strack[i]]]
-        a = sargs[i]
+        a = s_fixed.get(i) if s_fixed else None
+        if a is None:
+            a = sargs[i]
         if a is not None:
             parts += [b',"args":', a]
         if v2_out or v2_in:
@@ -272,6 +310,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
 
     # -- instants
     ins = trace.instants
+    i_fixed = _rewritten(ins.args, counts)
     for i in range(len(ins)):
         if not i & (EVERY - 1):
             ins.args.forget()
@@ -286,8 +325,11 @@ def write(trace: Trace, out: BinaryIO) -> None:
         if ins.cat[i]:
             parts += [b',"cat":', jstr[ins.cat[i]]]
         parts += [b',"ts":', us(ins.ts[i] - base).encode(), b",", where[ins.track[i]]]
-        if ins.args[i] is not None:
-            parts += [b',"args":', ins.args[i]]
+        a = i_fixed.get(i) if i_fixed else None
+        if a is None:
+            a = ins.args[i]
+        if a is not None:
+            parts += [b',"args":', a]
         parts.append(b"}")
         emit(b"".join(parts))
 
@@ -301,6 +343,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
              % (cname[t], us(cnt.ts[i] - base).encode(), where[t], cseries[t], orjson.dumps(cnt.value[i])))
 
     out.write(b"".join(lines))
+    argtext.warn(trace.diagnostics, counts)
     tail: dict = {"displayTimeUnit": "ms"}
     if base:
         tail["baseTimeNanoseconds"] = base

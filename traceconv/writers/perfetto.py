@@ -28,7 +28,10 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
   string value that takes fewer bytes as an iid, interned up front: in packets
   after the descriptors and before the first event;
 * args as debug annotations (nested dicts and lists kept as such, their keys
-  as interned names too);
+  as interned names too; ``null``, ``{}`` and ``[]`` as an annotation with no
+  value, which trace_processor shows as no arg, as it does for the same JSON;
+  see :func:`value_fields` and :mod:`traceconv.writers.argtext` for the values
+  no client loads as they are);
 * flows as ``flow_ids`` on the source's begin and ``terminating_flow_ids`` on
   the destination's begin, one id per link of the model (a flow id in
   TrackEvent joins a chain, so a fan-out -- one source, several destinations --
@@ -57,6 +60,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
@@ -67,6 +71,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .. import __version__
 from ..fast import pbwrite
+from . import argtext
 from ..layout import BEGIN, COUNTER, END, INSTANT, event_windows, stream_length
 from ..model import Trace, TrackKind
 from ..progress import report
@@ -155,7 +160,17 @@ def ld(t: bytes, payload: bytes) -> bytes:
 
 def value_fields(v: Any) -> bytes:
     """The value fields of a DebugAnnotation holding the JSON value ``v`` (the reference the
-    compiled encoder is tested against, and the encoder of the rows it leaves alone)."""
+    compiled encoder is tested against, and the encoder of the rows it leaves alone).
+
+    ``null``, ``{}`` and ``[]`` have no value field: an annotation with a name and nothing else (an
+    empty ``dict_entries`` / ``array_values`` list is no field at all on the wire).  trace_processor
+    shows no arg for it and skips it in an array's numbering -- exactly what its JSON importer does
+    with the same values -- where a ``legacy_json_value`` of ``null``, ``{}`` or ``[]`` makes it abort.
+    As an element of a list, ``{}`` and ``[]`` are one nameless entry with no value: still no arg, but
+    the element takes its index, as in the JSON importer (``[1,{},2]``: ``l[0]``, ``l[2]``; a ``null``
+    takes none).
+    (The writer never hands it an integer beyond uint64: orjson and :func:`argtext.clean` read those as
+    the nearest double; given one, it writes a string of its digits.)"""
     if v is True or v is False:
         return A_BOOL + (b"\x01" if v else b"\x00")
     if isinstance(v, int):
@@ -169,17 +184,17 @@ def value_fields(v: Any) -> bytes:
     if isinstance(v, str):
         return ld(A_STR, v.encode("utf-8", "surrogatepass"))
     if isinstance(v, dict):
-        if not v:
-            return ld(A_JSON, b"{}")
         return b"".join(ld(A_DICT, ld(A_NAME, str(k).encode("utf-8", "surrogatepass")) + value_fields(x))
                         for k, x in v.items())
     if isinstance(v, list):
-        if not v:
-            return ld(A_JSON, b"[]")
-        return b"".join(ld(A_ARRAY, value_fields(x)) for x in v)
+        return b"".join(ld(A_ARRAY, _EMPTY_IN_LIST if isinstance(x, (dict, list)) and not x else value_fields(x))
+                        for x in v)
     if v is None:
-        return ld(A_JSON, b"null")
+        return b""
     return ld(A_STR, str(v).encode())
+
+
+_EMPTY_IN_LIST = ld(A_DICT, ld(A_NAME, b""))      # {} or [] as a list's element
 
 
 _split_args = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -191,16 +206,35 @@ def _key(k: str) -> bytes:
 
 class PythonArgs:
     """The Python encoder of a row of args (the rows the kernel leaves alone): its annotations,
-    top-level names as ``name_iid`` when interned (else as ``name``)."""
+    top-level names as ``name_iid`` when interned (else as ``name``).  A row that is not plain JSON
+    within :data:`argtext.MAX_DEPTH` levels (deeper nesting, a lone surrogate escape, a number
+    beyond the double range, NaN, text that is not JSON) is first made writable by
+    :func:`argtext.clean`; what that changed is counted in ``counts``."""
 
     def __init__(self, key_iids: dict[bytes, int]) -> None:
         self.key_iids = key_iids
         self.values: dict[tuple[bytes, bytes], bytes] = {}  # (arg name, raw JSON value) -> annotation
+        self.counts: Counter = Counter()
+
+    def _name(self, kb: bytes) -> bytes:
+        iid = self.key_iids.get(kb)
+        return A_NAME_IID + varint(iid) if iid else ld(A_NAME, kb)
+
+    def _cleaned(self, raw: bytes) -> bytes:
+        v = argtext.clean(raw, self.counts)
+        return b"".join(ld(E_ANN, self._name(_key(k)) + value_fields(x)) for k, x in v.items())
 
     def __call__(self, raw: bytes) -> bytes:
+        if raw.count(b"{") + raw.count(b"[") > argtext.MAX_DEPTH + 1:
+            return self._cleaned(raw)                 # (maybe) too deep: without recursion
+        try:
+            raw.decode("utf-8")                       # (msgspec lets bytes that are not UTF-8 through)
+            items = _split_args.decode(raw).items()
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            return self._cleaned(raw)
         out = []
         values = self.values
-        for k, rv in _split_args.decode(raw).items():
+        for k, rv in items:
             kb = _key(k)
             b = bytes(rv)
             ck = (kb, b)
@@ -212,9 +246,11 @@ class PythonArgs:
                 elif first == b'"' and b"\\" not in b:
                     val = ld(A_STR, b[1:-1])                              # a string with no escapes
                 else:
-                    val = value_fields(orjson.loads(b))
-                iid = self.key_iids.get(kb)
-                enc = ld(E_ANN, (A_NAME_IID + varint(iid) if iid else ld(A_NAME, kb)) + val)
+                    try:
+                        val = value_fields(orjson.loads(b))
+                    except orjson.JSONDecodeError:                        # 1e400, a lone surrogate, ...
+                        return self._cleaned(raw)
+                enc = ld(E_ANN, self._name(kb) + val)
                 if len(values) >= _CACHE:
                     values.clear()
                 values[ck] = enc
@@ -455,3 +491,4 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
             ins.args.forget()
         done += size
         window = next(windows, None)
+    argtext.warn(trace.diagnostics, plan.python.counts)
