@@ -24,8 +24,11 @@ from typing import Any, Sequence
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# beside the project (a clone), or two levels up (a git worktree under <workplace>/wt/<name>)
 TP_PATH = Path(os.environ.get("TRACECONV_TRACE_PROCESSOR")
-               or ROOT.parent / "shared" / "bin" / "trace_processor_shell")
+               or next((p for p in (ROOT.parent / "shared" / "bin" / "trace_processor_shell",
+                                    ROOT.parent.parent / "shared" / "bin" / "trace_processor_shell")
+                        if p.is_file()), ROOT.parent / "shared" / "bin" / "trace_processor_shell"))
 
 requires_trace_processor = pytest.mark.skipif(
     not (TP_PATH.is_file() and os.access(TP_PATH, os.X_OK)),

@@ -17,6 +17,7 @@ The timeline starts at 0 (Clock.SYNTHETIC).  All stats are also in
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -99,8 +100,9 @@ def _parse_table(text: str, trace: Trace) -> list[list[_Category]]:
                     else:
                         nums = m.group("nums").split()
                         count = float(nums[0])
-                        if count != int(count):
-                            bad += 1
+                        if not all(math.isfinite(float(x)) for x in nums) or not 0 <= count < 2**63 \
+                                or count != int(count):
+                            bad += 1        # inf, nan, 1e400, a count beyond 64 bits or negative
                         else:
                             vals = [float(x) for x in nums[1:]]
                             keys = ("min", "max", "avg") if cat.memory else ("total", "min", "max", "avg")
