@@ -613,7 +613,8 @@ def time_ns(v: Any) -> int | None:
         return _slow_ns(v.encode())
     if v is None:
         return None
-    return us_to_ns(bytes(v)) if len(v) else None
+    ns = us_to_ns(bytes(v)) if len(v) else None
+    return ns if ns is not None and -MAX_US * 1000 < ns < MAX_US * 1000 else None
 
 
 def _slow_ns(b: bytes) -> int | None:

@@ -33,7 +33,7 @@ from typing import Any, Iterator
 
 from ..errors import TraceconvError, WarningCode
 from ..io import Source
-from ..model import Clock, Process, Trace, TrackKind
+from ..model import MAX_TIME_NS, Clock, Process, Trace, TrackKind
 from ..synth import AggNode, lay_out, seconds_to_ns
 
 WHAT = "Sample Factory log"
@@ -52,6 +52,7 @@ _START = re.compile(r"^(?:Starting experiment with the following configuration|S
                     r"Saved parameter configuration for experiment )")
 _REQUESTS = re.compile(r"\s+avg\. requests\s+(\S+)$")
 _RUN_GAP_NS = 300 * 1_000_000_000
+MAX_SECONDS = MAX_TIME_NS / 1e9  # a value larger than this is not read as a number of seconds
 MAX_TREE_DEPTH = 100            # tree view lines indented deeper are read at this depth
 
 _SNIFF = re.compile(
@@ -146,6 +147,8 @@ def _number(text: str) -> float | None:
         v = float(text)
     except ValueError:
         return None
+    if math.isinf(v) or abs(v) > MAX_SECONDS:
+        return None            # 1e26 s: not a time any run took (the model's time domain is 146 years)
     return v
 
 
