@@ -316,3 +316,17 @@ def test_short_campaign(runner):
     assert mine == []
     if failures:
         pytest.xfail("only failures owned elsewhere: " + "; ".join(sorted({owned_elsewhere(f[2]) for f in failures})))
+
+
+def test_megengine_static_numbers_out_of_range():
+    t = traceconv.load(FUZZ / "megengine_static_huge.json")
+    assert _names(t) == ["conv1", "relu1"]                  # pool1 starts at -1e300 s: dropped
+    assert list(t.slices.dur) == [1_000_000, MAX_TIME_NS - 2_000_000]
+    assert t.slice_args(0)["computation"] == str(2**70)   # beyond 64 bits: its decimal text
+    assert _warned(t, WarningCode.DROPPED_EVENT, "slices starting outside") == 1
+    assert _warned(t, WarningCode.CLAMPED_VALUE, "cut there") == 1
+
+
+def test_megengine_static_infinity_is_one_error_line():
+    with pytest.raises(traceconv.TraceconvError, match="not valid JSON"):
+        traceconv.load(FUZZ / "megengine_static_infinity.json")

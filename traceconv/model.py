@@ -14,7 +14,9 @@ Shape, chosen for tens of millions of events:
   verbatim and what the Perfetto writer transcodes.
 * Strings (event names, categories) are interned once in a :class:`StringTable`.
 * Timestamps and durations are integer **nanoseconds**.  ``Trace.meta.clock``
-  says what they count from (Unix epoch, or a synthesized zero).
+  says what they count from (Unix epoch, or a synthesized zero).  Every trace the
+  loader returns lies in one time domain, ``[0, MAX_TIME_NS]`` (2^62 ns), and its args
+  and metadata are strict JSON: see :func:`enforce_time_domain` and :func:`strict_args`.
 """
 
 from __future__ import annotations
@@ -797,7 +799,8 @@ def enforce_time_domain(trace: Trace) -> None:
     flows of a dropped slice), a negative duration becomes 0 and one that ends past the domain is
     cut at its end (CLAMPED_VALUE), and a counter sample that is not a finite number is dropped
     (DROPPED_EVENT); each counted.  Args values that had to change to be strict JSON (counted while
-    the reader added them) are reported here too.
+    the reader added them) are reported here too, and ``trace.meta.extra`` is made strict JSON the
+    same way.
     """
     import numpy as np
 
@@ -807,6 +810,12 @@ def enforce_time_domain(trace: Trace) -> None:
                "beyond 64 bits, text that is not UTF-8, values nested deeper than "
                f"{MAX_ARGS_DEPTH} levels) were written as strings", trace.fixed_args)
         trace.fixed_args = 0
+    if trace.meta.extra:
+        extra, changed = strict_args(trace.meta.extra)
+        if changed:                    # replaced only then: readers' own types stay as they were
+            trace.meta.extra = extra
+            d.warn(WarningCode.CLAMPED_VALUE, "metadata values that are not strict JSON were written as "
+                   "strings", changed)
     s, ins, cnt = trace.slices, trace.instants, trace.counters
     cols = [np.frombuffer(c, np.int64) for c in (s.ts, ins.ts, cnt.ts) if len(c)]
     if not cols:
