@@ -330,3 +330,13 @@ def test_megengine_static_numbers_out_of_range():
 def test_megengine_static_infinity_is_one_error_line():
     with pytest.raises(traceconv.TraceconvError, match="not valid JSON"):
         traceconv.load(FUZZ / "megengine_static_infinity.json")
+
+
+@tp.requires_trace_processor
+def test_plain_cli_subprocess_agrees():
+    """The runner's --plain mode: a fresh ``python -m traceconv convert`` per run, as a user runs it."""
+    with Runner(timeout=120, plain=True) as plain:
+        ok = plain.run(_case("deep_args.json"))
+        bad = plain.run(Case("garbage", ".json", b"{\"traceEvents\": 5}"))
+    assert [r.failure for r in ok.results] == [None, None] and [r.rc for r in ok.results] == [0, 0]
+    assert [r.failure for r in bad.results] == [None, None] and [r.rc for r in bad.results] == [2, 2]

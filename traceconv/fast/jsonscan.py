@@ -815,10 +815,40 @@ def utf8_incomplete_tail(b: bytes) -> int:
     return n
 
 
+UTF8_STEP = 4 << 20     # repair_utf8 checks a large text this many bytes at a time
+
+
 def repair_utf8(data: bytes) -> tuple[bytes, int]:
     """``data`` with every byte that is not part of valid UTF-8 replaced by ``?`` (the length and
     every offset stay as they were), and how many bytes were replaced.  Valid text is returned as
-    it is, at the cost of one check."""
+    it is (the same object), at the cost of one check, :data:`UTF8_STEP` bytes at a time (no
+    decoded copy of a large text is ever made)."""
+    n = len(data)
+    if n <= UTF8_STEP:
+        return _repair_piece(bytes(data))
+    mv = memoryview(data)
+    parts: list[bytes] | None = None
+    bad = 0
+    carry = b""
+    i = 0
+    while i < n:
+        start = i - len(carry)
+        piece = carry + bytes(mv[i:i + UTF8_STEP])
+        i += UTF8_STEP
+        carry = b""
+        if i < n:
+            cut = utf8_incomplete_tail(piece)
+            piece, carry = piece[:cut], piece[cut:]
+        fixed, k = _repair_piece(piece)
+        if k and parts is None:
+            parts = [bytes(mv[:start])]
+        if parts is not None:
+            parts.append(fixed)
+        bad += k
+    return (b"".join(parts) if parts is not None else data), bad
+
+
+def _repair_piece(data: bytes) -> tuple[bytes, int]:
     if data.isascii():
         return data, 0
     try:
