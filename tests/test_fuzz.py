@@ -340,3 +340,13 @@ def test_plain_cli_subprocess_agrees():
         bad = plain.run(Case("garbage", ".json", b"{\"traceEvents\": 5}"))
     assert [r.failure for r in ok.results] == [None, None] and [r.rc for r in ok.results] == [0, 0]
     assert [r.failure for r in bad.results] == [None, None] and [r.rc for r in bad.results] == [2, 2]
+
+
+def test_mxnet_table_with_long_lines_reads_in_linear_time():
+    """A table with 1,000 lines of up to 3,000 spaces (a fuzz mutation) took minutes in the row regex."""
+    import time
+    t0 = time.process_time()
+    t = traceconv.load(FUZZ / "mxnet_stats_long_lines.txt.gz")
+    assert time.process_time() - t0 < 20          # was 100 s of CPU
+    assert {"MXNET_C_API", "MXNDArrayWaitAll", "MXImperativeInvoke", "operator", "diag"} <= set(_names(t))
+    assert _warned(t, WarningCode.DROPPED_EVENT, "table rows") == 1001

@@ -50,8 +50,35 @@ class _Category:
         self.rows: list[dict[str, Any]] = []
 
 
-def _row_re(n: int) -> re.Pattern[str]:
-    return re.compile(rf"^(?P<name>.*?)\s+(?P<nums>{_NUM}(?:\s+{_NUM}){{{n - 1}}})\s*$")
+class _RowMatch:
+    def __init__(self, name: str, nums: list[str]) -> None:
+        self._g = {"name": name, "nums": " ".join(nums)}
+
+    def group(self, key: str) -> str:
+        return self._g[key]
+
+
+class _row_re:
+    """A table row: a name, then ``n`` numbers (what ``^(?P<name>.*?)\\s+(?P<nums>N(\\s+N){n-1})\\s*$``
+    matches), read by splitting from the right: in linear time, where that regex took seconds per
+    line on long runs of spaces and digits (a mangled table once took minutes)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def match(self, line: str) -> _RowMatch | None:
+        parts = line.rsplit(None, self.n)
+        if len(parts) < self.n:
+            return None
+        name, nums = ("", parts) if len(parts) == self.n else (parts[0], parts[1:])
+        if len(parts) == self.n and not line[:1].isspace():
+            return None                       # the regex wants whitespace before the numbers
+        if not all(_NUM_RE.fullmatch(x) for x in nums):
+            return None
+        return _RowMatch(name, nums)
+
+
+_NUM_RE = re.compile(_NUM)
 
 
 _ROW_TIME = _row_re(5)
