@@ -350,3 +350,11 @@ def test_mxnet_table_with_long_lines_reads_in_linear_time():
     assert time.process_time() - t0 < 20          # was 100 s of CPU
     assert {"MXNET_C_API", "MXNDArrayWaitAll", "MXImperativeInvoke", "operator", "diag"} <= set(_names(t))
     assert _warned(t, WarningCode.DROPPED_EVENT, "table rows") == 1001
+
+
+def test_deep_value_the_repairing_reader_meets_after_a_broken_event():
+    """The repairing reader resyncs at a '}, {' inside a string, where the depth pre-pass (which reads
+    strings as JSON does) saw no brackets: a 3,000-deep array met by Python's json decoder."""
+    t = traceconv.load(FUZZ / "deep_behind_a_broken_event.json")
+    assert _names(t) == ["b"]
+    assert _warned(t, WarningCode.DROPPED_EVENT, "not valid JSON") == 2

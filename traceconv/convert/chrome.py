@@ -424,7 +424,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
         head_text = text[i:m.start()].rstrip().rstrip(",") + "}"
         try:
             header = _jsonable(dict(json.loads(head_text, parse_float=decimal.Decimal)), [0])
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             header = {}
     dicts: list[Any] = []
     skipped = 0
@@ -442,7 +442,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
             break
         try:
             obj, end = dec.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):       # RecursionError: nested deeper than the decoder goes
             m = _NEXT_EVENT.search(text, pos)
             if m is None:
                 break          # the rest is an incomplete last event
@@ -458,7 +458,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
             try:
                 header.update(_jsonable(json.loads("{" + rest[1:].rstrip().rstrip("}").rstrip().rstrip(",")
                                                    + "}", parse_float=decimal.Decimal), [0]))
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):
                 pass
     if not closed:
         tail = len(text[pos:].strip())
@@ -559,7 +559,12 @@ def events_from_dicts(dicts: list[Any]) -> tuple[list[Event], int, int]:
         args = d.get("args")
         raw_args = Raw()
         if args is not None:
-            raw_args = Raw(json.dumps(_jsonable(args, fixed), ensure_ascii=False, separators=(",", ":")).encode())
+            try:
+                raw_args = Raw(json.dumps(_jsonable(args, fixed), ensure_ascii=False,
+                                          separators=(",", ":")).encode())
+            except RecursionError:          # nested deeper than Python recurses: not an event we can read
+                bad += 1
+                continue
         id2 = d.get("id2")
         name, cat, ph, s, bp = (_text(d.get(k), fixed) for k in ("name", "cat", "ph", "s", "bp"))
         pid, tid = (_jsonable(_id(d.get(k)), fixed) for k in ("pid", "tid"))
