@@ -358,3 +358,12 @@ def test_deep_value_the_repairing_reader_meets_after_a_broken_event():
     t = traceconv.load(FUZZ / "deep_behind_a_broken_event.json")
     assert _names(t) == ["b"]
     assert _warned(t, WarningCode.DROPPED_EVENT, "not valid JSON") == 2
+
+
+def test_a_rank_beyond_64_bits_is_not_kept():
+    """Composer's global_rank of -2^63-1 (read by the repairing path, a fuzz case) reached the writers'
+    metadata: TypeError in orjson."""
+    t = traceconv.load(FUZZ / "composer_rank_beyond_int64.json")
+    assert t.meta.source_format == "composer" and t.meta.rank is None
+    assert "callback/x/event/epoch" in _names(t)
+    assert _warned(t, WarningCode.CLAMPED_VALUE, "rank") == 1

@@ -810,6 +810,12 @@ def enforce_time_domain(trace: Trace) -> None:
                "beyond 64 bits, text that is not UTF-8, values nested deeper than "
                f"{MAX_ARGS_DEPTH} levels) were written as strings", trace.fixed_args)
         trace.fixed_args = 0
+    for attr in ("rank", "world_size"):
+        v = getattr(trace.meta, attr)
+        if v is not None and not (type(v) is int and 0 <= v <= INT32_MAX):
+            setattr(trace.meta, attr, None)
+            d.warn(WarningCode.CLAMPED_VALUE, f"a {attr.replace('_', ' ')} that is not an integer in "
+                   f"0..{INT32_MAX} was not kept ({str(v)[:40]})", 1)
     if trace.meta.extra:
         extra, changed = strict_args(trace.meta.extra)
         if changed:                    # replaced only then: readers' own types stay as they were
