@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import mmap
+import numbers
 import os
 import tempfile
 from array import array
@@ -812,7 +813,8 @@ def enforce_time_domain(trace: Trace) -> None:
         trace.fixed_args = 0
     for attr in ("rank", "world_size"):
         v = getattr(trace.meta, attr)
-        if v is not None and not (type(v) is int and 0 <= v <= INT32_MAX):
+        if v is not None and not (isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                  and 0 <= v <= INT32_MAX):
             setattr(trace.meta, attr, None)
             d.warn(WarningCode.CLAMPED_VALUE, f"a {attr.replace('_', ' ')} that is not an integer in "
                    f"0..{INT32_MAX} was not kept ({str(v)[:40]})", 1)
