@@ -100,6 +100,9 @@ def replay(paths: list[Path], log=print) -> dict:
                 stats["runs"] += 1
                 stats["rc"][r.rc] += 1
                 if r.failure:
+                    who = owned_elsewhere(r.detail)
+                    if who:
+                        r.failure += f" [owned elsewhere: {who}]"
                     stats["failures"][r.failure] += 1
                     stats["examples"].setdefault(r.failure, str(f))
                     log(f"  FAIL {r.failure}: {f}")
