@@ -24,12 +24,8 @@ from typing import Any, Sequence
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# beside the project (a checkout in /work/main), or beside the folder of worktrees (/work/wt/NAME)
 TP_PATH = Path(os.environ.get("TRACECONV_TRACE_PROCESSOR")
-               or next((p for p in (ROOT.parent / "shared" / "bin" / "trace_processor_shell",
-                                    ROOT.parent.parent / "shared" / "bin" / "trace_processor_shell")
-                        if p.is_file()),
-                       ROOT.parent / "shared" / "bin" / "trace_processor_shell"))
+               or ROOT.parent / "shared" / "bin" / "trace_processor_shell")
 
 requires_trace_processor = pytest.mark.skipif(
     not (TP_PATH.is_file() and os.access(TP_PATH, os.X_OK)),

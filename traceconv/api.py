@@ -15,7 +15,7 @@ from .fast import memory
 from .errors import ConversionWarning, TraceconvError, WarningCode
 from .io import atomic_output, open_source, refuse_binary_terminal, stream_fd
 from .layout import nest
-from .model import Trace
+from .model import Trace, enforce_time_domain
 from .progress import report
 
 PathLike = str | os.PathLike[str]
@@ -39,6 +39,7 @@ def load(path: PathLike, format: str | None = None) -> Trace:
     except TraceconvError as e:
         raise e.with_path(source.path) from None
     trace.meta.source_format = fmt.name
+    enforce_time_domain(trace)  # the model's one time domain (see traceconv.model.MAX_TIME_NS)
     memory.trim()               # what reading freed (batches, small objects) back to the system
     if trace.remapped_ids:
         trace.diagnostics.warn(WarningCode.REMAPPED_ID,

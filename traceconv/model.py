@@ -14,13 +14,16 @@ Shape, chosen for tens of millions of events:
   verbatim and what the Perfetto writer transcodes.
 * Strings (event names, categories) are interned once in a :class:`StringTable`.
 * Timestamps and durations are integer **nanoseconds**.  ``Trace.meta.clock``
-  says what they count from (Unix epoch, or a synthesized zero).
+  says what they count from (Unix epoch, or a synthesized zero).  Every trace the
+  loader returns lies in one time domain, ``[0, MAX_TIME_NS]`` (2^62 ns), and its args
+  and metadata are strict JSON: see :func:`enforce_time_domain` and :func:`strict_args`.
 """
 
 from __future__ import annotations
 
 import enum
 import mmap
+import numbers
 import os
 import tempfile
 from array import array
@@ -29,9 +32,10 @@ from typing import Any, Mapping
 
 import orjson
 
-from .errors import Diagnostics
+from .errors import Diagnostics, WarningCode
 
 INT32_MAX = 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # An args column moves its text to a temporary file past this many bytes (see ArgsColumn); < 0: never.
 SPILL_BYTES = 16 << 20
@@ -85,16 +89,133 @@ class StringTable:
         return len(self.strings)
 
 
+# ---- args: always strict JSON -----------------------------------------------------------------
+#
+# The model's args are the compact text of a JSON object that any strict parser reads (orjson,
+# Perfetto's JSON parser): UTF-8, no NaN/Infinity, numbers within a double or a 64-bit integer, and
+# nested at most MAX_ARGS_DEPTH levels.  A value that breaks one of these is changed (counted as
+# CLAMPED_VALUE by the loader): a non-finite double becomes the string "NaN", "Infinity" or
+# "-Infinity"; an integer beyond 64 bits becomes its decimal string; a value nested deeper becomes
+# the string of its own JSON text.
+
+MAX_ARGS_DEPTH = 64
+_NONFINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _json_text(v: Any) -> str:
+    """JSON text of ``v`` (any depth, without recursion), non-finite numbers and big integers as strings."""
+    out: list[str] = []
+    stack: list[Any] = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, _Lit):
+            out.append(x.text)
+            continue
+        parts: list[Any] = []
+        if isinstance(x, Mapping):
+            out.append("{")
+            for j, (key, val) in enumerate(x.items()):
+                parts.append(_Lit(("," if j else "") + orjson.dumps(_safe_key(key)).decode() + ":"))
+                parts.append(val)
+            parts.append(_Lit("}"))
+        elif isinstance(x, (list, tuple)):
+            out.append("[")
+            for j, val in enumerate(x):
+                if j:
+                    parts.append(_Lit(","))
+                parts.append(val)
+            parts.append(_Lit("]"))
+        else:
+            out.append(orjson.dumps(_scalar(x)[0]).decode())
+        stack.extend(reversed(parts))
+    return "".join(out)
+
+
+class _Lit:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _safe_key(k: Any) -> str:
+    s = k if isinstance(k, str) else str(k)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:                 # a lone surrogate
+        s = s.encode("utf-8", "replace").decode("utf-8")
+    return s
+
+
+def _scalar(x: Any) -> tuple[Any, bool]:
+    """A leaf as strict JSON allows it; second item: whether it had to change."""
+    if isinstance(x, float):
+        if x != x or x in (float("inf"), float("-inf")):
+            return _NONFINITE[repr(x)], True
+        return x, False
+    if isinstance(x, int) and not isinstance(x, bool):
+        if -(2**63) <= x < 2**64:
+            return x, False
+        try:
+            return str(x), True
+        except ValueError:                      # thousands of digits
+            return f"<{x.bit_length()}-bit integer>", True
+    if isinstance(x, str):
+        try:
+            x.encode("utf-8")
+            return x, False
+        except UnicodeEncodeError:
+            return x.encode("utf-8", "replace").decode("utf-8"), True
+    if x is None or isinstance(x, bool):
+        return x, False
+    return _safe_key(x), True                   # anything else: its text
+
+
+def strict_args(args: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """``args`` made strict JSON (see above), without recursion; second item: values changed."""
+    changed = 0
+    root: dict[str, Any] = {}
+    # (source container, destination container, depth of the destination)
+    stack: list[tuple[Any, Any, int]] = [(args, root, 1)]
+    while stack:
+        src, dst, depth = stack.pop()
+        items = src.items() if isinstance(src, Mapping) else enumerate(src)
+        for k, v in items:
+            if isinstance(v, (Mapping, list, tuple)):
+                if depth >= MAX_ARGS_DEPTH and v:
+                    new: Any = _json_text(v)
+                    changed += 1
+                else:
+                    new = {} if isinstance(v, Mapping) else []
+                    stack.append((v, new, depth + 1))
+            else:
+                new, fixed = _scalar(v)
+                changed += fixed
+            if isinstance(dst, dict):
+                key = _safe_key(k)
+                changed += isinstance(k, str) and key != k
+                dst[key] = new
+            else:
+                dst.append(new)
+    return root, changed
+
+
 def encode_args(args: Mapping[str, Any] | bytes | None) -> bytes | None:
     """Args as stored in the model: compact JSON object text, or None."""
+    return encode_args_counted(args)[0]
+
+
+def encode_args_counted(args: Mapping[str, Any] | bytes | None) -> tuple[bytes | None, int]:
+    """:func:`encode_args` and how many values had to change to be strict JSON."""
     if args is None:
-        return None
+        return None, 0
     if isinstance(args, (bytes, bytearray, memoryview)):
         b = bytes(args)
-        return None if b in (b"{}", b"") else b
+        return (None if b in (b"{}", b"") else b), 0
     if not args:
-        return None
-    return orjson.dumps(args, option=orjson.OPT_NON_STR_KEYS)
+        return None, 0
+    clean, changed = strict_args(args)
+    return orjson.dumps(clean), changed
 
 
 def decode_args(raw: bytes | None) -> dict[str, Any]:
@@ -467,6 +588,8 @@ class Trace:
         self._named_tracks: dict[tuple[TrackKind, int | None, str, str | None], int] = {}
         self._next_synthetic_id = 1_000_000_000
         self.remapped_ids = 0   # pids/tids that had to be given a new number
+        self.fixed_args = 0     # args values changed to be strict JSON (see strict_args)
+        self.saturated = 0      # times beyond int64 given to add_* (see enforce_time_domain)
 
     # ---- processes, threads, tracks -------------------------------------------------------
 
@@ -572,33 +695,59 @@ class Trace:
 
     # ---- events ---------------------------------------------------------------------------
 
+    def _args(self, args: Mapping[str, Any] | bytes | None) -> bytes | None:
+        raw, changed = encode_args_counted(args)
+        self.fixed_args += changed
+        return raw
+
+    def _time(self, v: Any) -> int:
+        """A time as the int64 column holds it; what is beyond int64 (or not a number) is saturated
+        here and counted, then dropped or clamped by :func:`enforce_time_domain`."""
+        if type(v) is int and INT64_MIN <= v <= INT64_MAX:
+            return v
+        try:
+            i = int(v)
+        except (OverflowError, ValueError, TypeError):        # inf, nan, None
+            self.saturated += 1
+            return INT64_MIN if (isinstance(v, float) and v < 0) else INT64_MAX
+        if INT64_MIN <= i <= INT64_MAX:
+            return i
+        self.saturated += 1
+        return INT64_MIN if i < 0 else INT64_MAX
+
     def add_slice(self, track: int, ts: int, dur: int, name: str, cat: str | None = None,
                   args: Mapping[str, Any] | bytes | None = None) -> int:
         s = self.slices
-        s.ts.append(ts)
-        s.dur.append(dur)
+        s.ts.append(self._time(ts))
+        s.dur.append(self._time(dur))
         s.track.append(track)
         s.name.append(self.strings.intern(name))
         s.cat.append(self.strings.intern(cat))
-        s.args.append(encode_args(args))
+        s.args.append(self._args(args))
         s.depth = s.parent = None
         return len(s.ts) - 1
 
     def add_instant(self, track: int, ts: int, name: str, cat: str | None = None,
                     args: Mapping[str, Any] | bytes | None = None) -> int:
         t = self.instants
-        t.ts.append(ts)
+        t.ts.append(self._time(ts))
         t.track.append(track)
         t.name.append(self.strings.intern(name))
         t.cat.append(self.strings.intern(cat))
-        t.args.append(encode_args(args))
+        t.args.append(self._args(args))
         return len(t.ts) - 1
 
     def add_counter(self, track: int, ts: int, value: float) -> None:
         c = self.counters
-        c.ts.append(ts)
+        c.ts.append(self._time(ts))
         c.track.append(track)
-        c.value.append(value)
+        try:
+            c.value.append(value)
+        except (OverflowError, TypeError):     # an integer beyond a double, or not a number
+            try:
+                c.value.append(float(value))
+            except (OverflowError, TypeError, ValueError):
+                c.value.append(float("nan"))   # dropped by enforce_time_domain, counted
 
     def add_flow(self, src_slice: int, dst_slice: int, name: str | None = None) -> None:
         f = self.flows
@@ -637,3 +786,145 @@ class Trace:
             # how Perfetto names the series of a Chrome "C" event: "<name> <arg key>"
             return f"{track.name} {track.series}"
         return track.name
+
+
+# ---- the time domain ---------------------------------------------------------------------------
+
+MAX_TIME_NS = 2**62    # every time and every slice's end lies in [0, MAX_TIME_NS] ns (~146 years)
+
+
+def enforce_time_domain(trace: Trace) -> None:
+    """Bring every time of ``trace`` into the model's domain; the one place that does (the loader
+    calls it on every trace a reader returns).
+
+    Times and durations are integer ns.  A slice's start and end, an instant's and a counter
+    sample's time lie in ``[0, MAX_TIME_NS]`` (2^62 ns: Unix times up to the year 2116; within
+    int64 with room for any sum of two times, and exact in a .pftrace).  On a clock with no
+    absolute zero (RELATIVE, SYNTHETIC) the times are first moved later as one, so that none is
+    negative (a note).  Then an event whose time is still outside the domain is dropped (with the
+    flows of a dropped slice), a negative duration becomes 0 and one that ends past the domain is
+    cut at its end (CLAMPED_VALUE), and a counter sample that is not a finite number is dropped
+    (DROPPED_EVENT); each counted.  Args values that had to change to be strict JSON (counted while
+    the reader added them) are reported here too, and ``trace.meta.extra`` is made strict JSON the
+    same way.
+    """
+    import numpy as np
+
+    d = trace.diagnostics
+    if trace.fixed_args:
+        d.warn(WarningCode.CLAMPED_VALUE, "args values that are not strict JSON (NaN/Infinity, integers "
+               "beyond 64 bits, text that is not UTF-8, values nested deeper than "
+               f"{MAX_ARGS_DEPTH} levels) were written as strings", trace.fixed_args)
+        trace.fixed_args = 0
+    for attr in ("rank", "world_size"):
+        v = getattr(trace.meta, attr)
+        if v is not None and not (isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                  and 0 <= v <= INT32_MAX):
+            setattr(trace.meta, attr, None)
+            d.warn(WarningCode.CLAMPED_VALUE, f"a {attr.replace('_', ' ')} that is not an integer in "
+                   f"0..{INT32_MAX} was not kept ({str(v)[:40]})", 1)
+    if trace.meta.extra:
+        extra, changed = strict_args(trace.meta.extra)
+        if changed:                    # replaced only then: readers' own types stay as they were
+            trace.meta.extra = extra
+            d.warn(WarningCode.CLAMPED_VALUE, "metadata values that are not strict JSON were written as "
+                   "strings", changed)
+    s, ins, cnt = trace.slices, trace.instants, trace.counters
+    cols = [np.frombuffer(c, np.int64) for c in (s.ts, ins.ts, cnt.ts) if len(c)]
+    if not cols:
+        return
+    lo = min(int(c.min()) for c in cols)
+    shift = 0
+    if lo < 0 and trace.meta.clock is not Clock.UNIX:
+        # the earliest time that is itself a plausible one (not a saturated or absurd outlier)
+        lows = [c[c >= -MAX_TIME_NS] for c in cols]
+        lows = [int(x.min()) for x in lows if len(x)]
+        if lows and min(lows) < 0:
+            shift = -min(lows)
+            for c in (s.ts, ins.ts, cnt.ts):
+                if len(c):
+                    a = np.frombuffer(c, np.int64)
+                    ok = (a >= -MAX_TIME_NS) & (a <= MAX_TIME_NS)
+                    a[ok] += shift
+            d.warn(WarningCode.NOTE, f"times were moved {shift} ns later so that none is negative "
+                   "(the source's clock has no absolute zero)", 1)
+    # slices
+    if len(s):
+        ts = np.frombuffer(s.ts, np.int64)
+        bad = (ts < 0) | (ts > MAX_TIME_NS)
+        dur = np.frombuffer(s.dur, np.int64)
+        neg = (dur < 0) & ~bad
+        if neg.any():
+            dur[neg] = 0
+            d.warn(WarningCode.CLAMPED_VALUE, "slices with a negative duration were given a duration of 0",
+                   int(neg.sum()))
+        room = MAX_TIME_NS - np.clip(ts, 0, MAX_TIME_NS)
+        long_ = (dur > room) & ~bad
+        if long_.any():
+            dur[long_] = room[long_]
+            d.warn(WarningCode.CLAMPED_VALUE, f"slices ending after {MAX_TIME_NS} ns (the time domain's "
+                   "end) were cut there", int(long_.sum()))
+        if bad.any():
+            _drop_slices(trace, np.flatnonzero(~bad))
+            d.warn(WarningCode.DROPPED_EVENT, f"slices starting outside 0..{MAX_TIME_NS} ns (the time "
+                   "domain) were dropped", int(bad.sum()))
+    if len(ins):
+        ts = np.frombuffer(ins.ts, np.int64)
+        bad = (ts < 0) | (ts > MAX_TIME_NS)
+        if bad.any():
+            keep = np.flatnonzero(~bad)
+            new = InstantTable()
+            for name in ("ts", "track", "name", "cat"):
+                _take_col(getattr(ins, name), getattr(new, name), keep)
+            new.args = ins.args.take(keep)
+            trace.instants = new
+            d.warn(WarningCode.DROPPED_EVENT, f"instants outside 0..{MAX_TIME_NS} ns (the time domain) "
+                   "were dropped", int(bad.sum()))
+    if len(cnt):
+        ts = np.frombuffer(cnt.ts, np.int64)
+        val = np.frombuffer(cnt.value, np.float64)
+        bad_t = (ts < 0) | (ts > MAX_TIME_NS)
+        bad_v = ~np.isfinite(val) & ~bad_t
+        if bad_t.any() or bad_v.any():
+            keep = np.flatnonzero(~(bad_t | bad_v))
+            new_c = CounterTable()
+            for name in ("ts", "track", "value"):
+                _take_col(getattr(cnt, name), getattr(new_c, name), keep)
+            trace.counters = new_c
+            if bad_t.any():
+                d.warn(WarningCode.DROPPED_EVENT, f"counter samples outside 0..{MAX_TIME_NS} ns (the time "
+                       "domain) were dropped", int(bad_t.sum()))
+            if bad_v.any():
+                d.warn(WarningCode.DROPPED_EVENT, "counter samples whose value is not a finite number "
+                       "(NaN, Infinity, beyond a double) were dropped", int(bad_v.sum()))
+
+
+def _take_col(src: array, dst: array, keep: "Any") -> None:
+    import numpy as np
+    dst.frombytes(np.frombuffer(src, dtype=np.dtype(src.typecode))[keep].tobytes())
+
+
+def _drop_slices(trace: Trace, keep: "Any") -> None:
+    """Keep only the slices at ``keep`` (sorted indices), with the flows between kept slices."""
+    import numpy as np
+    s = trace.slices
+    new = SliceTable()
+    for name in ("ts", "dur", "track", "name", "cat"):
+        _take_col(getattr(s, name), getattr(new, name), keep)
+    new.args = s.args.take(keep)
+    remap = np.full(len(s), -1, np.int64)
+    remap[keep] = np.arange(len(keep))
+    trace.slices = new
+    f = trace.flows
+    if len(f):
+        src = remap[np.frombuffer(f.src, np.int64)]
+        dst = remap[np.frombuffer(f.dst, np.int64)]
+        ok = np.flatnonzero((src >= 0) & (dst >= 0))
+        nf = FlowTable()
+        nf.src.frombytes(src[ok].tobytes())
+        nf.dst.frombytes(dst[ok].tobytes())
+        _take_col(f.name, nf.name, ok)
+        trace.flows = nf
+        if len(ok) < len(src):
+            trace.diagnostics.warn(WarningCode.DROPPED_EVENT, "flows to or from a dropped slice were dropped",
+                                   len(src) - len(ok))

@@ -36,7 +36,15 @@ class AggNode:
 
 
 def seconds_to_ns(seconds: float) -> int:
-    return int(round(seconds * 1e9))
+    """Seconds (any number) as integer ns.  Beyond int64 (1e26 s, Infinity) comes back as a value
+    the model saturates and the loader's time domain then clamps or drops, counted; NaN as a
+    negative one (a duration of 0, counted)."""
+    try:
+        return int(round(seconds * 1e9))
+    except OverflowError:                  # Infinity
+        return 2**63 if seconds > 0 else -(2**63) - 1
+    except ValueError:                     # NaN
+        return -(2**63) - 1
 
 
 def lay_out(trace: Trace, root: AggNode, process: Process, thread_name: str, start: int,

@@ -77,7 +77,7 @@ from msgspec import Raw
 from ..errors import TraceconvError, WarningCode
 from ..fast import flows, jsonscan, memory
 from ..io import GZIP_ERRORS, Source
-from ..model import Clock, Thread, Trace, TrackKind
+from ..model import MAX_ARGS_DEPTH, MAX_TIME_NS, Clock, Thread, Trace, TrackKind
 from ..progress import report
 
 WHAT = "Chrome Trace Event JSON file"
@@ -170,6 +170,27 @@ def _read_blocks(f: Any, size: int, raw: Any = None, where: list[int] | None = N
             return
         if where is not None:
             where[0] = raw.tell()
+        yield b
+
+
+def _utf8_blocks(blocks: Iterator[bytes], bad: Callable[[int], None]) -> Iterator[bytes]:
+    """``blocks`` with bytes that are not valid UTF-8 replaced by ``?`` (see
+    :func:`jsonscan.repair_utf8`; a character cut between two blocks moves to the next one)."""
+    carry = b""
+    for b in blocks:
+        if carry:
+            b = carry + b
+        cut = jsonscan.utf8_incomplete_tail(b)
+        b, carry = b[:cut], b[cut:]
+        b, n = jsonscan.repair_utf8(b)
+        if n:
+            bad(n)
+        if b:
+            yield b
+    if carry:
+        b, n = jsonscan.repair_utf8(carry)
+        if n:
+            bad(n)
         yield b
 
 
@@ -293,7 +314,7 @@ def _parse_tail(tail: bytes, is_array: bool) -> dict[str, Any]:
         raise _ChunkFailure
     try:
         top = _TOP.decode(b"{" + t[1:])
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         raise _ChunkFailure from None
     if "traceEvents" in top:
         raise _ChunkFailure
@@ -324,8 +345,23 @@ def _tail_guess(path: Any) -> dict[str, Any]:
     return {}
 
 
+# Containers nested deeper than this (counted from the document's top) are kept as the JSON text
+# of a string: no decoder recurses past it, and args stay within the model's MAX_ARGS_DEPTH.
+DOC_DEPTH = MAX_ARGS_DEPTH + 2
+
+
 def decode(data: bytes, what: str = WHAT) -> Document:
-    """Decode a Chrome Trace Event JSON document; fall back to a repairing decoder if needed."""
+    """Decode a Chrome Trace Event JSON document; fall back to a repairing decoder if needed.
+    Values nested deeper than :data:`DOC_DEPTH` become strings of their text (counted)."""
+    data, deep = jsonscan.flatten_deep(data, DOC_DEPTH)
+    doc = _decode(data, what)
+    if deep:
+        doc.problems.append((WarningCode.CLAMPED_VALUE, f"values nested deeper than {DOC_DEPTH} levels "
+                             "were kept as strings of their JSON text", deep))
+    return doc
+
+
+def _decode(data: bytes, what: str) -> Document:
     start = data.lstrip()[:1]
     if start not in (b"{", b"["):
         raise TraceconvError(f"not a {what}: expected a JSON object or array at the start")
@@ -392,7 +428,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
         head_text = text[i:m.start()].rstrip().rstrip(",") + "}"
         try:
             header = _jsonable(dict(json.loads(head_text, parse_float=decimal.Decimal)), [0])
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             header = {}
     dicts: list[Any] = []
     skipped = 0
@@ -410,7 +446,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
             break
         try:
             obj, end = dec.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):       # RecursionError: nested deeper than the decoder goes
             m = _NEXT_EVENT.search(text, pos)
             if m is None:
                 break          # the rest is an incomplete last event
@@ -426,7 +462,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
             try:
                 header.update(_jsonable(json.loads("{" + rest[1:].rstrip().rstrip("}").rstrip().rstrip(",")
                                                    + "}", parse_float=decimal.Decimal), [0]))
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):
                 pass
     if not closed:
         tail = len(text[pos:].strip())
@@ -462,6 +498,9 @@ def _jsonable(v: Any, fixed: list[int]) -> Any:
     if isinstance(v, int) and not isinstance(v, bool) and not (-(2**63) <= v < 2**64):
         fixed[0] += 1
         return _safe_str(v)
+    if isinstance(v, float) and not math.isfinite(v):      # NaN, Infinity: not JSON; kept as text
+        fixed[0] += 1
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
     if isinstance(v, str):
         try:
             v.encode("utf-8")
@@ -524,7 +563,12 @@ def events_from_dicts(dicts: list[Any]) -> tuple[list[Event], int, int]:
         args = d.get("args")
         raw_args = Raw()
         if args is not None:
-            raw_args = Raw(json.dumps(_jsonable(args, fixed), ensure_ascii=False, separators=(",", ":")).encode())
+            try:
+                raw_args = Raw(json.dumps(_jsonable(args, fixed), ensure_ascii=False,
+                                          separators=(",", ":")).encode())
+            except RecursionError:          # nested deeper than Python recurses: not an event we can read
+                bad += 1
+                continue
         id2 = d.get("id2")
         name, cat, ph, s, bp = (_text(d.get(k), fixed) for k in ("name", "cat", "ph", "s", "bp"))
         pid, tid = (_jsonable(_id(d.get(k)), fixed) for k in ("pid", "tid"))
@@ -578,7 +622,8 @@ def time_ns(v: Any) -> int | None:
         return _slow_ns(v.encode())
     if v is None:
         return None
-    return us_to_ns(bytes(v)) if len(v) else None
+    ns = us_to_ns(bytes(v)) if len(v) else None
+    return ns if ns is not None and -MAX_US * 1000 < ns < MAX_US * 1000 else None
 
 
 def _slow_ns(b: bytes) -> int | None:
@@ -804,7 +849,19 @@ class ChromeReader:
     # ---- driver ---------------------------------------------------------------------------
 
     def read(self) -> Trace:
-        scan_in_memory = FAST and self.streamable()
+        try:
+            return self._read()
+        except RecursionError:
+            # a value nested too deep for a decoder the fast paths use: read it again on the
+            # whole-document path, which first makes such values strings (see decode)
+            self.__init__(self.source, self.data)     # type: ignore[misc]
+            self._whole = True
+            return self._read()
+
+    _whole = False          # True: the whole-document path only
+
+    def _read(self) -> Trace:
+        scan_in_memory = FAST and self.streamable() and not self._whole
         if scan_in_memory and self.data is None and self.source is not None:
             try:
                 return self._read_stream()
@@ -817,6 +874,8 @@ class ChromeReader:
                 self.__init__(self.source)            # type: ignore[misc]
                 scan_in_memory = False
         data = self.data if self.data is not None else self.source.read_bytes()  # type: ignore[union-attr]
+        data, bad = jsonscan.repair_utf8(data)
+        self._bad_utf8(bad)
         if scan_in_memory:
             try:
                 return self._read_chunked(data)
@@ -841,6 +900,7 @@ class ChromeReader:
         else:
             self.on_header(doc.header, doc)
             self.time_base(doc.header, doc.events)
+        self._check_base()
         # Millions of small objects and no cycles: the cyclic GC would only rescan them.
         was_enabled = gc.isenabled()
         gc.disable()
@@ -851,6 +911,10 @@ class ChromeReader:
                 gc.enable()
         self.n_events += len(doc.events)
         return self.trace
+
+    def _bad_utf8(self, n: int) -> None:
+        self.warn(WarningCode.CLAMPED_VALUE, "bytes that are not valid UTF-8 (in names, keys or "
+                  "values) were read as '?'", n)
 
     def streamable(self) -> bool:
         """Whether this dialect can read a large file chunk by chunk (its ``time_base`` works from the
@@ -921,7 +985,8 @@ class ChromeReader:
             with f:
                 raw = getattr(f, "fileobj", None) or f
                 self._progress = ([0], os.path.getsize(src.path), f"reading {src.path.name} (MB)")
-                blocks = _Prefetch(_read_blocks(f, CHUNK_BYTES, raw, self._progress[0]))
+                blocks = _Prefetch(_utf8_blocks(_read_blocks(f, CHUNK_BYTES, raw, self._progress[0]),
+                                                self._bad_utf8))
                 try:
                     head = b""
                     for block in blocks:
@@ -985,6 +1050,16 @@ class ChromeReader:
         else:
             self.on_header(header, doc)
             self.time_base(header, first)
+        self._check_base()
+
+    def _check_base(self) -> None:
+        """A time base (a header's baseTimeNanoseconds, MegEngine's localTime) outside the model's
+        time domain is not used: the times stay relative (counted)."""
+        if not 0 <= self.base_ns <= MAX_TIME_NS:
+            self.warn(WarningCode.CLAMPED_VALUE, f"the file's time base ({self.base_ns} ns) is outside "
+                      f"0..{MAX_TIME_NS} ns: not used, times are relative to the profile's start", 1)
+            self.base_ns = 0
+            self.trace.meta.clock = Clock.RELATIVE
 
     def _scan_blocks(self, header: dict[str, Any], is_array: bool, blocks: Iterator[Any]) -> None:
         """Scan the events of the array's text, given as consecutive blocks after its ``[``."""

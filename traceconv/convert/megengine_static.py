@@ -26,6 +26,7 @@ from ..io import Source
 from ..model import Clock, Trace
 from ..schema import parse_json, validate
 from ..schema.megengine_static import StaticProfile
+from ..synth import seconds_to_ns
 
 WHAT = "MegEngine static-graph profile"
 _SNIFF = re.compile(rb'^\s*\{\s*"(?:graph_exec|profiler)"\s*:')
@@ -50,7 +51,7 @@ def _pretty(where: str) -> str:
 
 
 def _ns(seconds: float) -> int:
-    return int(round(seconds * 1e9))
+    return seconds_to_ns(seconds)      # 1e300 s: saturated, then dropped or clamped by the loader (counted)
 
 
 def read(source: Source) -> Trace:

@@ -71,7 +71,7 @@ def read(source: Source) -> Trace:
     try:
         start = int(float(str(meta["start_time_seconds"]))) * 1_000_000_000
         trace.meta.clock = Clock.UNIX
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, OverflowError):
         pass
     trace.meta.extra = {
         "producer": "Unity ML-Agents (C#)" if csharp else "Unity ML-Agents (Python)",

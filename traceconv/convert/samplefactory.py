@@ -33,7 +33,7 @@ from typing import Any, Iterator
 
 from ..errors import TraceconvError, WarningCode
 from ..io import Source
-from ..model import Clock, Process, Trace, TrackKind
+from ..model import MAX_TIME_NS, Clock, Process, Trace, TrackKind
 from ..synth import AggNode, lay_out, seconds_to_ns
 
 WHAT = "Sample Factory log"
@@ -52,6 +52,8 @@ _START = re.compile(r"^(?:Starting experiment with the following configuration|S
                     r"Saved parameter configuration for experiment )")
 _REQUESTS = re.compile(r"\s+avg\. requests\s+(\S+)$")
 _RUN_GAP_NS = 300 * 1_000_000_000
+MAX_SECONDS = MAX_TIME_NS / 1e9  # a value larger than this is not read as a number of seconds
+MAX_TREE_DEPTH = 100            # tree view lines indented deeper are read at this depth
 
 _SNIFF = re.compile(
     rb"(?m)(?:^|\] )(?:[^\n`'\"]*? profile tree view:|Profiling tree view:|Fps is \(\d+ sec: |"
@@ -89,7 +91,7 @@ class _Record:
     cont: list[_Line] = field(default_factory=list)   # following lines without a prefix
 
 
-def _records(text: str) -> Iterator[_Record]:
+def _records(text: str, probs: "_Problems | None" = None) -> Iterator[_Record]:
     """Log records: a prefixed line and the unprefixed lines after it (an unprefixed
     line that is itself a report -- a tree header, a flat timing, Collected -- starts a
     record of its own)."""
@@ -99,9 +101,15 @@ def _records(text: str) -> Iterator[_Record]:
         m = _PREFIX.match(line)
         if m:
             date, frac, pid, msg = m.groups()
-            ts = calendar.timegm(datetime.strptime(date, "%Y-%m-%d %H:%M:%S").timetuple()) * 1_000_000_000
             stamp = date
-            if frac:
+            try:
+                ts: int | None = calendar.timegm(datetime.strptime(date, "%Y-%m-%d %H:%M:%S").timetuple()) \
+                    * 1_000_000_000
+            except ValueError:          # not a date (month 13, second 99...): a record without a time
+                ts = None
+                if probs is not None:
+                    probs.bad_stamps += 1
+            if frac and ts is not None:
                 ts += int((frac + "000000")[:6]) * 1000
                 stamp += "," + frac
             if cur is not None:
@@ -139,6 +147,8 @@ def _number(text: str) -> float | None:
         v = float(text)
     except ValueError:
         return None
+    if math.isinf(v) or abs(v) > MAX_SECONDS:
+        return None            # 1e26 s: not a time any run took (the model's time domain is 146 years)
     return v
 
 
@@ -151,6 +161,8 @@ class _Problems:
         self.empty_trees = 0
         self.nan_samples = 0
         self.untimed_samples = 0
+        self.bad_stamps = 0
+        self.too_deep = 0
 
 
 def _parse_tree(lines: list[_Line], probs: _Problems) -> tuple[list[_Node], int]:
@@ -178,6 +190,9 @@ def _parse_tree(lines: list[_Line], probs: _Problems) -> tuple[list[_Node], int]
         if indent % 2:
             probs.bad_indent += 1
         depth = indent // 2
+        if depth > MAX_TREE_DEPTH:      # no timer tree is that deep: kept at the deepest level
+            probs.too_deep += 1
+            depth = MAX_TREE_DEPTH
         while stack[-1][0] >= depth:
             stack.pop()
         parent_depth, parent = stack[-1]
@@ -269,7 +284,7 @@ def _parse(text: str, probs: _Problems) -> list[_Run]:
         return runs[-1]
 
     all_lines_consumed_to_eof = False
-    for rec in _records(text):
+    for rec in _records(text, probs):
         msg = rec.head.text.strip()
         run = runs[-1]
         report: _Report | None = None
@@ -599,6 +614,12 @@ def _warn(trace: Trace, probs: _Problems, flagged: int, runs: list[_Run]) -> Non
     if probs.nan_samples:
         d.warn(WarningCode.DROPPED_EVENT, "Fps/reward values that are nan or inf in the log "
                "(no counter sample)", probs.nan_samples)
+    if probs.too_deep:
+        d.warn(WarningCode.CLAMPED_VALUE, f"tree view lines indented more than {MAX_TREE_DEPTH} levels "
+               f"were read as children of the timer at level {MAX_TREE_DEPTH}", probs.too_deep)
+    if probs.bad_stamps:
+        d.warn(WarningCode.DROPPED_EVENT, "log lines whose time is not a date (e.g. month 13): read "
+               "as lines without a time", probs.bad_stamps)
     if probs.untimed_samples:
         d.warn(WarningCode.DROPPED_EVENT, "Fps/reward lines without a log time (no counter sample)",
                probs.untimed_samples)

@@ -23,6 +23,8 @@ caller can read on and start again there.  Text that is not JSON stops the scan 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from . import inline, jit, same_bytes
@@ -85,9 +87,13 @@ class Strings:
         return self.store[self.off[i]:self.off[i + 1]].tobytes()
 
     def grow(self) -> None:
+        """Make room after :func:`scan` said ``GROW``: twice the slots if the table is half full,
+        else twice the bytes (a string longer than the free bytes: grown until it fits, each step
+        doubling, so the table stays within twice the text it holds)."""
         n = len(self)
-        slots = len(self.table) * 2
-        store = max(len(self.store), 2 * int(self.off[n]) + (1 << 16))
+        table_full = 2 * (n + 1) > len(self.table)
+        slots = len(self.table) * 2 if table_full else len(self.table)
+        store = max(len(self.store) * (1 if table_full else 2), 2 * int(self.off[n]) + (1 << 16))
         h = np.zeros(slots // 2, np.uint64)
         h[:n] = self.hash[:n]
         off = np.zeros(slots // 2 + 1, np.int64)
@@ -720,3 +726,138 @@ def value_end(buf: np.ndarray, i: int) -> int:
     """The index just after the JSON value at ``buf[i]``: -1 if the bytes end first, -2 if it is
     not JSON."""
     return int(_walk(buf, i, len(buf), _NOWHERE, 0, False)[0])
+
+
+# ---------------------------------------------------------------- deep values, invalid UTF-8
+
+@jit
+def _deep_spans(b, limit, starts, ends):
+    """The containers of JSON text ``b`` that open deeper than ``limit`` levels (outermost only):
+    their [start, end) in starts/ends (as many as fit); returns how many there are.  A container
+    the text ends inside ends at the text's end."""
+    n = len(b)
+    depth = 0
+    k = 0
+    i = 0
+    instr = False
+    open_at = -1
+    while i < n:
+        c = b[i]
+        if instr:
+            if c == 92:
+                i += 2
+                continue
+            if c == 34:
+                instr = False
+            i += 1
+            continue
+        if c == 34:
+            instr = True
+        elif c == 123 or c == 91:
+            depth += 1
+            if depth == limit + 1:
+                open_at = i
+        elif c == 125 or c == 93:
+            if depth == limit + 1 and open_at >= 0:
+                if k < len(starts):
+                    starts[k] = open_at
+                    ends[k] = i + 1
+                k += 1
+                open_at = -1
+            if depth > 0:
+                depth -= 1
+        i += 1
+    if open_at >= 0:
+        if k < len(starts):
+            starts[k] = open_at
+            ends[k] = n
+        k += 1
+    return k
+
+
+def flatten_deep(data: bytes, limit: int) -> tuple[bytes, int]:
+    """``data`` (JSON text) with every value nested deeper than ``limit`` levels replaced by a JSON
+    string of its own text, so that no decoder recurses past ``limit``; and how many were replaced.
+    Returns ``data`` itself when nothing is that deep."""
+    import orjson
+
+    buf = np.frombuffer(data, np.uint8)
+    cap = 64
+    while True:
+        starts = np.zeros(cap, np.int64)
+        ends = np.zeros(cap, np.int64)
+        k = int(_deep_spans(buf, limit, starts, ends))
+        if k <= cap:
+            break
+        cap = k
+    if not k:
+        return data, 0
+    parts = []
+    at = 0
+    for s, e in zip(starts[:k].tolist(), ends[:k].tolist()):
+        parts.append(data[at:s])
+        parts.append(orjson.dumps(data[s:e].decode("utf-8", "replace")))
+        at = e
+    parts.append(data[at:])
+    return b"".join(parts), k
+
+
+def utf8_incomplete_tail(b: bytes) -> int:
+    """Where a UTF-8 sequence cut by the end of ``b`` starts (``len(b)`` if none is cut)."""
+    n = len(b)
+    for back in range(1, min(4, n) + 1):
+        c = b[n - back]
+        if c < 0x80:
+            return n
+        if c >= 0xC0:                      # a lead byte: does its sequence fit?
+            need = 2 if c < 0xE0 else 3 if c < 0xF0 else 4
+            return n - back if back < need else n
+    return n
+
+
+UTF8_STEP = 4 << 20     # repair_utf8 checks a large text this many bytes at a time
+
+
+def repair_utf8(data: bytes) -> tuple[bytes, int]:
+    """``data`` with every byte that is not part of valid UTF-8 replaced by ``?`` (the length and
+    every offset stay as they were), and how many bytes were replaced.  Valid text is returned as
+    it is (the same object), at the cost of one check, :data:`UTF8_STEP` bytes at a time (no
+    decoded copy of a large text is ever made)."""
+    n = len(data)
+    if n <= UTF8_STEP:
+        return _repair_piece(bytes(data))
+    mv = memoryview(data)
+    parts: list[bytes] | None = None
+    bad = 0
+    carry = b""
+    i = 0
+    while i < n:
+        start = i - len(carry)
+        piece = carry + bytes(mv[i:i + UTF8_STEP])
+        i += UTF8_STEP
+        carry = b""
+        if i < n:
+            cut = utf8_incomplete_tail(piece)
+            piece, carry = piece[:cut], piece[cut:]
+        fixed, k = _repair_piece(piece)
+        if k and parts is None:
+            parts = [bytes(mv[:start])]
+        if parts is not None:
+            parts.append(fixed)
+        bad += k
+    return (b"".join(parts) if parts is not None else data), bad
+
+
+def _repair_piece(data: bytes) -> tuple[bytes, int]:
+    if data.isascii():
+        return data, 0
+    try:
+        data.decode("utf-8")
+        return data, 0
+    except UnicodeDecodeError:
+        pass
+    fixed, bad = _ESCAPED.subn("?", data.decode("utf-8", "surrogateescape"))
+    return fixed.encode("utf-8"), bad
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]")      # what surrogateescape makes of each invalid byte

@@ -1,0 +1,273 @@
+"""Run one input through the real CLI and check the contract.
+
+The contract, for every input and each output format (.pftrace and .json):
+
+* exit 0 and an output that trace_processor loads with no crash and no error/data-loss stat (a JSON
+  output must also parse with orjson: strict UTF-8, no NaN/Infinity), holding as many slices as the
+  CLI said it wrote; or
+* exit 2 and exactly one line on stderr, ``traceconv: error: <file>: ...``, and no output file;
+* never a traceback, a signal, a timeout, or memory past the cap (``RLIMIT_AS`` =
+  max(1 GiB, 50 x the input's decompressed size)); no temporary file left in the output's folder
+  or in ``$TMPDIR``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from . import ROOT, perfetto_oracle as tp
+from .strategies import Case
+
+GIB = 1 << 30
+OUTPUTS = (".pftrace", ".json")
+_WROTE = re.compile(r"^wrote .*?: (\d+) slices(?:, (\d+) instants)?", re.M)
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def cap_for(data: bytes) -> int:
+    size = len(data)
+    if data[:2] == b"\x1f\x8b":
+        try:
+            size = max(size, len(gzip.decompress(data)))
+        except Exception:  # noqa: BLE001 - a damaged stream: its compressed size will do
+            pass
+    return max(GIB, 50 * size)
+
+
+@dataclass
+class Result:
+    output: str                     # ".pftrace" or ".json"
+    rc: int
+    secs: float
+    failure: str | None = None      # the failure class, None if the contract held
+    detail: str = ""
+
+
+@dataclass
+class Outcome:
+    case: Case
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[Result]:
+        return [r for r in self.results if r.failure]
+
+
+def _traceback_class(err: str) -> str:
+    """``Traceback: <Exception> at <innermost traceconv frame>``."""
+    last = [ln for ln in err.strip().splitlines() if ln and not ln.startswith(" ")]
+    exc = last[-1].split(":")[0] if last else "?"
+    frames = [m for m in _FRAME.finditer(err) if "traceconv" in m.group(1) or "/cli/" in m.group(1)]
+    where = "?"
+    if frames:
+        f = frames[-1]
+        p = f.group(1)
+        k = p.rfind("traceconv/")
+        k = k if k >= 0 else p.rfind("cli/")
+        where = f"{p[k:]}:{f.group(3)}"
+    return f"traceback {exc} in {where}"
+
+
+class Runner:
+    """A warm CLI (tests/fuzz/server.py) that forks one child per conversion."""
+
+    def __init__(self, workdir: str | os.PathLike[str] | None = None, timeout: float = 60.0,
+                 plain: bool = False) -> None:
+        self.timeout = timeout
+        self.plain = plain
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="traceconv-fuzz-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._n = 0
+        self._proc: subprocess.Popen | None = None
+        if not plain:
+            self._start()
+
+    def _start(self) -> None:
+        self._proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("server.py"))], cwd=ROOT,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self._proc.stdout.readline()
+        if not line or not json.loads(line).get("ready"):
+            raise RuntimeError("the fuzz server did not start")
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._proc = None
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one CLI run
+
+    def _cli(self, argv: list[str], out: Path, err: Path, cap: int, tmpdir: Path, timeout: float) -> dict:
+        if self.plain:
+            return self._cli_plain(argv, out, err, cap, tmpdir, timeout)
+        req = {"argv": argv, "stdout": str(out), "stderr": str(err), "cap": cap, "tmpdir": str(tmpdir),
+               "timeout": timeout}
+        assert self._proc is not None
+        if self._proc.poll() is not None:
+            self._start()
+        self._proc.stdin.write(json.dumps(req) + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:                               # the server itself died: start it again
+            self._proc = None
+            self._start()
+            return {"rc": -signal.SIGKILL, "timeout": False, "maxrss_kb": 0, "secs": 0.0}
+        return json.loads(line)
+
+    def _cli_plain(self, argv: list[str], out: Path, err: Path, cap: int, tmpdir: Path, timeout: float) -> dict:
+        import resource
+
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+        env = dict(os.environ, TMPDIR=str(tmpdir))
+        t0 = time.monotonic()
+        with open(out, "wb") as o, open(err, "wb") as e:
+            p = subprocess.Popen([sys.executable, "-m", "traceconv", *argv], stdout=o, stderr=e, cwd=ROOT,
+                                 env=env, preexec_fn=limit, start_new_session=True)
+            try:
+                rc = p.wait(timeout)
+                to = False
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                rc, to = p.wait(), True
+        return {"rc": rc, "timeout": to, "maxrss_kb": 0, "secs": round(time.monotonic() - t0, 3)}
+
+    # -- one case
+
+    def run(self, case: Case, outputs: tuple[str, ...] = OUTPUTS) -> Outcome:
+        self._n += 1
+        d = self.workdir / f"case{self._n}"
+        shutil.rmtree(d, ignore_errors=True)
+        (d / "in").mkdir(parents=True)
+        src = d / "in" / f"input{case.suffix}"
+        src.write_bytes(case.data)
+        cap = cap_for(case.data)
+        timeout = self.timeout + len(case.data) / 1e5
+        outcome = Outcome(case)
+        try:
+            for ext in outputs:
+                outcome.results.append(self._one(src, d, ext, cap, timeout))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        return outcome
+
+    def _one(self, src: Path, d: Path, ext: str, cap: int, timeout: float) -> Result:
+        outdir, tmpdir = d / f"out{ext}", d / f"tmp{ext}"
+        outdir.mkdir()
+        tmpdir.mkdir()
+        target = outdir / f"out{ext}"
+        so, se = d / f"stdout{ext}", d / f"stderr{ext}"
+        ans = self._cli(["convert", str(src), "-o", str(target)], so, se, cap, tmpdir, timeout)
+        rc = ans["rc"]
+        res = Result(ext, rc, ans["secs"])
+        err = se.read_bytes().decode("utf-8", "replace")
+        out = so.read_bytes().decode("utf-8", "replace")
+
+        def fail(klass: str, detail: str = "") -> Result:
+            res.failure = f"{ext} {klass}"
+            res.detail = (detail or err)[-4000:]
+            return res
+
+        if ans["timeout"]:
+            return fail("timeout", f"no exit after {timeout:.0f} s")
+        if "Traceback (most recent call last)" in err:
+            if "MemoryError" in err:
+                return fail("memory (MemoryError past the cap)")
+            return fail(_traceback_class(err))
+        if rc < 0:
+            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+            return fail(f"killed by {name}")
+        left_tmp = sorted(p.name for p in tmpdir.iterdir())
+        listing = sorted(p.name for p in outdir.iterdir())
+        if rc == 2:
+            lines = err.strip("\n").split("\n")
+            if len(lines) != 1 or not lines[0].startswith("traceconv: error: "):
+                return fail("exit 2 without one 'traceconv: error:' line")
+            if listing:
+                return fail("output left behind after an error", repr(listing))
+            if left_tmp:
+                return fail("temporary file left behind after an error", repr(left_tmp))
+            return res
+        if rc != 0:
+            return fail(f"exit {rc}")
+        if listing != [target.name]:
+            return fail("exit 0 without exactly the output file", repr(listing))
+        if left_tmp:
+            return fail("temporary file left behind", repr(left_tmp))
+        if ext == ".json":
+            try:
+                orjson.loads(target.read_bytes())
+            except orjson.JSONDecodeError as e:
+                return fail("JSON output is not strict UTF-8 JSON", str(e))
+        try:
+            rows = tp.run(target, tp.PROBLEMS_SQL, "select count(*) as n from slice")
+        except tp.PerfettoCrash as e:
+            return fail("trace_processor crash", str(e))
+        except Exception as e:  # noqa: BLE001 - e.g. a timeout
+            return fail(f"trace_processor failed ({type(e).__name__})", str(e))
+        if rows[0]:
+            return fail("trace_processor error stat " + ",".join(sorted({r["name"] for r in rows[0]})),
+                        repr(rows[0]))
+        m = _WROTE.search(out)
+        if m:
+            want = int(m.group(1)) + int(m.group(2) or 0)
+            got = rows[1][0]["n"]
+            if got < int(m.group(1)):
+                return fail("trace_processor holds fewer slices than written", f"wrote {want}, loaded {got}")
+        return res
+
+
+# failures whose cause is in code the readers' side does not own (see tests/test_fuzz.py ELSEWHERE)
+_ELSEWHERE = (
+    ("json_args.cc", "writers/perfetto: null/{}/[] args abort trace_processor"),
+    ("flow_duplicate_id", "flows/JSON writer: a repeated flow id"),
+    ("error while parsing metadata", "writers/chrome_json: metadata trace_processor cannot parse"),
+)
+
+
+def owned_elsewhere(detail: str) -> str:
+    """Which other area a failure's detail points at ('' if none)."""
+    return next((who for key, who in _ELSEWHERE if key in detail), "")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:80]
+
+
+def save_failure(folder: Path, case: Case, res: Result, note: str = "") -> Path:
+    """Write the failing input (and what went wrong beside it) under ``folder/<class>/``."""
+    digest = hashlib.sha1(case.data).hexdigest()[:12]
+    d = folder / slug(res.failure or "?")
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"{case.kind}-{digest}{case.suffix}"
+    p.write_bytes(case.data)
+    p.with_name(p.name + ".txt").write_text(f"{res.failure}\nexit {res.rc}\n{note}\n\n{res.detail}\n")
+    return p
