@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 import perfetto_oracle as tp
 import traceconv
 from fuzz.mutate import mutated
-from fuzz.runner import Runner, owned_elsewhere
+from fuzz.runner import Runner
 from fuzz.strategies import IMPORTERS, Case
 from traceconv.errors import WarningCode
 from traceconv.fast import jsonscan
@@ -30,16 +30,7 @@ from traceconv.model import (MAX_ARGS_DEPTH, MAX_TIME_NS, Clock, Trace, enforce_
 
 FUZZ = Path(__file__).parent / "fixtures" / "fuzz"
 
-# inputs whose failure is in code this harness's owner does not own: kept, expected to fail until fixed
-ELSEWHERE = {
-    "pftrace_null_args.json": "owned by writers/perfetto (args encoding): a null/{}/[] debug annotation "
-                              "makes trace_processor abort (json_args.cc:63)",
-    "json_metadata_del_key.pt.trace.json": "owned by writers/chrome_json: a metadata key holding U+007F "
-                                           "makes trace_processor refuse the JSON ('error while parsing metadata')",
-    "json_flow_duplicate_id.json": "owned by flows (fast/flows.py, writers/chrome_json): the JSON output "
-                                   "repeats a flow id (trace_processor: flow_duplicate_id)",
-}
-FIXTURES = sorted(p.name for p in FUZZ.iterdir() if p.suffix != ".md" and p.name not in ELSEWHERE)
+FIXTURES = sorted(p.name for p in FUZZ.iterdir() if p.suffix != ".md")
 
 
 def _suffix(name: str) -> str:
@@ -70,16 +61,6 @@ def test_fixture_keeps_the_contract(runner, name):
     outcome = runner.run(_case(name))
     assert [(r.failure, r.detail[-600:]) for r in outcome.failures] == []
     assert len(outcome.results) == 2
-
-
-@tp.requires_trace_processor
-@pytest.mark.parametrize("name", sorted(ELSEWHERE))
-def test_fixture_failing_elsewhere(runner, name):
-    if not (FUZZ / name).exists():
-        pytest.skip("fixture not present")
-    outcome = runner.run(_case(name))
-    if outcome.failures:
-        pytest.xfail(ELSEWHERE[name] + ": " + outcome.failures[0].failure)
 
 
 # ---------------------------------------------------------------- what the model made of them
@@ -312,10 +293,7 @@ def test_short_campaign(runner):
         case, note = mutated(rng)
         check(case, note)
     assert ran[0] >= len(IMPORTERS) + SHORT_MUTATIONS
-    mine = [f for f in failures if not owned_elsewhere(f[2])]
-    assert mine == []
-    if failures:
-        pytest.xfail("only failures owned elsewhere: " + "; ".join(sorted({owned_elsewhere(f[2]) for f in failures})))
+    assert failures == []
 
 
 def test_megengine_static_numbers_out_of_range():

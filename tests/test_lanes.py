@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 import perfetto_oracle as tp
@@ -152,3 +153,29 @@ def test_several_lanes_and_async_lanes_give_one_slice_table(tmp_path, lanes):
     keys = {r["name"].split(" (")[0]: r["merge_key"] for r in rows}
     assert len(set(keys.values())) == 2                      # one key per track's lanes
     assert len({r["merge_key"] for r in rows if r["name"].startswith("worker")}) == 1
+
+
+@tp.requires_trace_processor
+def test_zero_duration_slices_at_one_time_nest_as_perfetto_reads_them(tmp_path):
+    """trace_processor keeps a zero-duration X event open for what begins at its own time: three at
+    one time nest d, d+1, d+2, and one at its parent's end is the parent's sibling.  Both outputs
+    give the raw file's table."""
+    raw = tmp_path / "zero.json"
+    raw.write_bytes(orjson.dumps({"traceEvents": [
+        {"ph": "X", "name": "P", "ts": 0, "dur": 20, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "A", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "Z0", "ts": 10, "dur": 0, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "Z1", "ts": 12, "dur": 0, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "Z2", "ts": 12, "dur": 0, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "Z3", "ts": 12, "dur": 0, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "B", "ts": 15, "dur": 5, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "Z4", "ts": 15, "dur": 0, "pid": 1, "tid": 1},
+    ]}))
+    sql = "select name, ts, dur, depth from slice order by ts, depth"
+    expected = [("P", 0, 20000, 0), ("A", 0, 10000, 1), ("Z0", 10000, 0, 1), ("Z1", 12000, 0, 1),
+                ("Z2", 12000, 0, 2), ("Z3", 12000, 0, 3), ("B", 15000, 5000, 1), ("Z4", 15000, 0, 2)]
+    assert [tuple(r.values()) for r in tp.query(raw, sql)] == expected
+    for out in (tmp_path / "z.pftrace", tmp_path / "z.json"):
+        traceconv.convert(raw, out)
+        tp.assert_loads(out)
+        assert [tuple(r.values()) for r in tp.query(out, sql)] == expected, out.name

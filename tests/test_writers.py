@@ -298,8 +298,9 @@ def test_varints_are_what_protobuf_encodes(values):
 def reference_stream(trace: Trace) -> list[tuple[int, int, int]]:
     """The writer's event order, spelled out: by time; at one time, ends of slices with a duration
     (deepest first), then begins in nesting order (track, start, longer first; a same-time flow's
-    source first) with a zero-length slice's end right after its begin, then instants, then
-    counters; input order last."""
+    source first) with a zero-length slice's end right after its begin -- zero-length slices of
+    one track and time nest in one another, so theirs come after the group's last begin, deepest
+    first --, then instants, then counters; input order last."""
     from traceconv.layout import BEGIN, COUNTER, END, INSTANT
     s = trace.slices
     # nesting order: by track, start, longer first, input order (spelled out, not layout.slice_order)
@@ -322,11 +323,17 @@ def reference_stream(trace: Trace) -> list[tuple[int, int, int]]:
             break
     nesting.sort(key=lambda i: level[i])          # (stable: nesting order within a level)
     pos = {i: k for k, i in enumerate(nesting)}
+    group_last: dict[tuple[int, int], int] = {}       # (track, time) of zero-length slices -> last pos
+    for i in range(len(s)):
+        if s.dur[i] == 0:
+            key = (s.track[i], s.ts[i])
+            group_last[key] = max(group_last.get(key, -1), pos[i])
     keys = []
     for i in range(len(s)):
         ts, dur, depth = s.ts[i], s.dur[i], s.depth[i]
         keys.append((ts, 1, 2 * pos[i], 0, i, BEGIN))
-        keys.append((ts + dur, 1, 2 * pos[i] + 1, 1, i, END) if dur == 0 else (ts + dur, 0, -depth, 1, i, END))
+        keys.append((ts, 1, 2 * group_last[(s.track[i], ts)] + 1, -pos[i], i, END) if dur == 0
+                    else (ts + dur, 0, -depth, 1, i, END))
     for i in range(len(trace.instants)):
         keys.append((trace.instants.ts[i], 1, 1 << 40, 2, i, INSTANT))
     for i in range(len(trace.counters)):

@@ -73,6 +73,7 @@ def nest(trace: Trace) -> None:
     track = _col(s.track, np.int32)
     order = slice_order(trace)
     d, p, lane = nesting.nest(ts, dur, track, order)
+    _chain_zero_slices(ts, dur, track, order, d, p)
     depth.frombytes(memoryview(d).cast("B"))     # (the arrays' own buffers: no intermediate copy)
     parent.frombytes(memoryview(p).cast("B"))
     del d, p
@@ -108,6 +109,34 @@ def nest(trace: Trace) -> None:
                   f"slices that partially overlap another on their track (so cannot nest there) were "
                   f"moved to 'overlap' lanes drawn with it; what nests stayed ({shown})",
                   sum(moved.values()))
+
+
+def _zero_groups(ts: np.ndarray, dur: np.ndarray, track: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The zero-duration slices in ``order`` and where each one's group starts: a group is the
+    zero-duration slices of one track at one time (consecutive in :func:`slice_order`, which puts
+    the longer first at one time)."""
+    zo = order[dur[order] == 0]
+    head = np.ones(len(zo), np.bool_)
+    if len(zo) > 1:
+        head[1:] = (track[zo][1:] != track[zo][:-1]) | (ts[zo][1:] != ts[zo][:-1])
+    return zo, np.maximum.accumulate(np.where(head, np.arange(len(zo)), 0))
+
+
+def _chain_zero_slices(ts: np.ndarray, dur: np.ndarray, track: np.ndarray, order: np.ndarray,
+                       depth: np.ndarray, parent: np.ndarray) -> None:
+    """Zero-duration slices at one time on one track nest one in the other, in order, as
+    trace_processor reads Chrome ``X`` events: a zero-duration slice stays open for what begins at
+    its own time (three at one time are at depths d, d+1, d+2).  They never move to a lane (a
+    zero-duration slice nests wherever it starts), so the rule only deepens each group's later
+    members (the kernel, which closes a slice whose end is at the next one's start, made them
+    siblings)."""
+    zo, start = _zero_groups(ts, dur, track, order)
+    k = np.arange(len(zo)) - start
+    if not k.any():
+        return
+    chained = np.flatnonzero(k)
+    depth[zo[chained]] = depth[zo[start[chained]]] + k[chained]
+    parent[zo[chained]] = zo[chained - 1]
 
 
 # Kinds of events in the writer's merged stream.
@@ -159,8 +188,9 @@ def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarra
     ``size`` events: kind is BEGIN/END (index into slices), INSTANT (into instants) or COUNTER
     (into counters).  Requires :func:`nest`.  Order: by time; at one time, ends of slices with a
     duration first (deepest first), then begins in nesting order (a same-time flow's source
-    first: :func:`_begin_order`) with each zero-length slice ended right after its begin, then
-    instants and counters.  A window holds every event of its times,
+    first: :func:`_begin_order`) with each zero-length slice ended right after its begin -- or,
+    where zero-length slices of one track and time nest in one another (:func:`nest`), after the
+    begin of the group's last, deepest first -- then instants and counters.  A window holds every event of its times,
     so each is sorted on its own by the same keys and the windows follow one another: their
     concatenation is the whole stream, while only one window's sort keys exist at a time (a
     million slices: ~35 MB less at the peak than sorting the stream at once)."""
@@ -179,6 +209,13 @@ def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarra
     itype = np.int32 if total + 2 < 2**31 else np.int64
     pos = np.empty(n, dtype=itype)
     pos[_begin_order(trace, ts)] = np.arange(n, dtype=itype)
+    # a zero-length slice ends after the last begin of its group (zero-length slices of one track
+    # and time, nested in one another), the deepest first
+    zend = pos.copy()
+    zo, start = _zero_groups(ts, _col(s.dur, np.int64), _col(s.track, np.int32), slice_order(trace))
+    if len(zo):
+        heads = np.flatnonzero(np.r_[True, start[1:] != start[:-1]])
+        zend[zo] = np.repeat(np.maximum.reduceat(pos[zo], heads), np.diff(np.r_[heads, len(zo)]))
     big = 2 * n + 2
     times = (ts, end, its, cts)
     edges: list[int] = []
@@ -205,10 +242,12 @@ def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarra
         phase[nb:nb + ne] = z
         sub = np.empty(nw, itype)
         sub[:nb] = 2 * pos[b]
-        sub[nb:nb + ne] = np.where(z, 2 * pos[e] + 1, -depth[e])
+        sub[nb:nb + ne] = np.where(z, 2 * zend[e] + 1, -depth[e])
         sub[nb + ne:] = np.concatenate([big + i, big + ni + c])
-        order = np.lexsort((sub, phase, time))
-        del sub, phase
+        tie = np.zeros(nw, itype)                   # the ends of one zero-length group: deepest first
+        tie[nb:nb + ne] = np.where(z, -pos[e], 0)
+        order = np.lexsort((tie, sub, phase, time))
+        del sub, phase, tie
         kind = np.empty(nw, np.int8)
         kind[:nb], kind[nb:nb + ne], kind[nb + ne:nb + ne + len(i)], kind[nb + ne + len(i):] = \
             BEGIN, END, INSTANT, COUNTER

@@ -18,7 +18,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 
 from .mutate import mutated
-from .runner import Outcome, Runner, owned_elsewhere, save_failure
+from .runner import Outcome, Runner, save_failure
 from .strategies import IMPORTERS, Case
 
 
@@ -38,9 +38,6 @@ def campaign(minutes: float, seed: int, out: Path, plain: bool = False, log=prin
             stats["runs"] += 1
             stats["rc"][r.rc] += 1
             if r.failure:
-                who = owned_elsewhere(r.detail)
-                if who:
-                    r.failure += f" [owned elsewhere: {who}]"
                 stats["failures"][r.failure] += 1
                 if stats["failures"][r.failure] <= 5:
                     p = save_failure(out, o.case, r, note)
@@ -100,9 +97,6 @@ def replay(paths: list[Path], log=print) -> dict:
                 stats["runs"] += 1
                 stats["rc"][r.rc] += 1
                 if r.failure:
-                    who = owned_elsewhere(r.detail)
-                    if who:
-                        r.failure += f" [owned elsewhere: {who}]"
                     stats["failures"][r.failure] += 1
                     stats["examples"].setdefault(r.failure, str(f))
                     log(f"  FAIL {r.failure}: {f}")

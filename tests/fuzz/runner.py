@@ -245,19 +245,6 @@ class Runner:
         return res
 
 
-# failures whose cause is in code the readers' side does not own (see tests/test_fuzz.py ELSEWHERE)
-_ELSEWHERE = (
-    ("json_args.cc", "writers/perfetto: null/{}/[] args abort trace_processor"),
-    ("flow_duplicate_id", "flows/JSON writer: a repeated flow id"),
-    ("error while parsing metadata", "writers/chrome_json: metadata trace_processor cannot parse"),
-)
-
-
-def owned_elsewhere(detail: str) -> str:
-    """Which other area a failure's detail points at ('' if none)."""
-    return next((who for key, who in _ELSEWHERE if key in detail), "")
-
-
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:80]
 

@@ -350,4 +350,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
     meta = {"traceconv": {"version": __version__, **trace.meta.as_dict()}}
     meta.update(trace.meta.extra)
     tail["metadata"] = meta
-    out.write(b"\n]," + orjson.dumps(tail, option=orjson.OPT_NON_STR_KEYS)[1:] + b"\n")
+    # trace_processor refuses a whole file whose metadata holds a raw DEL (0x7f) character; JSON
+    # allows it raw, and escaped it loads.  (In UTF-8 the byte 0x7f is only ever that character.)
+    text = orjson.dumps(tail, option=orjson.OPT_NON_STR_KEYS).replace(b"\x7f", b"\\u007f")
+    out.write(b"\n]," + text[1:] + b"\n")
