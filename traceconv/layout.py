@@ -16,7 +16,8 @@ stays on its track whenever it nests there, and what starts inside a moved slice
 is placed by the same rule (so it stays where it nests).  This is what Perfetto
 does with the ``X`` events of a JSON file (its overflow tracks, stat
 ``slice_spill_overlapping_complete_event``): the same slices move, to the same
-depths.  :mod:`traceconv.fast.nesting` has the rule, compiled and in plain Python.
+depths.  :func:`nest_reference` states the rule in plain Python; the loop :func:`nest` runs is
+compiled, beside it in ``rust/src/nest.rs`` (``traceconv._core.nest``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import Iterator
 import numpy as np
 
 from .errors import WarningCode
-from .fast import memory, nesting
+from . import _core
+from .fast import memory
 from .model import Trace
 
 
@@ -72,7 +74,7 @@ def nest(trace: Trace) -> None:
     dur = _col(s.dur, np.int64)
     track = _col(s.track, np.int32)
     order = slice_order(trace)
-    d, p, lane = nesting.nest(ts, dur, track, order)
+    d, p, lane = _core.nest.nest(ts, dur, track, order.astype(np.int64, copy=False))
     depth.frombytes(memoryview(d).cast("B"))     # (the arrays' own buffers: no intermediate copy)
     parent.frombytes(memoryview(p).cast("B"))
     del d, p
@@ -108,6 +110,47 @@ def nest(trace: Trace) -> None:
                   f"slices that partially overlap another on their track (so cannot nest there) were "
                   f"moved to 'overlap' lanes drawn with it; what nests stayed ({shown})",
                   sum(moved.values()))
+
+
+def nest_reference(ts: list[int], dur: list[int], track: list[int], order: list[int]
+                   ) -> tuple[list[int], list[int], list[int]]:
+    """The lane assignment of :func:`nest`, written for reading: (depth, parent or -1, lane) per
+    slice, for slices visited in ``order`` (:func:`slice_order`: track, start, longer first, input
+    order).  The compiled loop (``traceconv._core.nest.nest``, ``rust/src/nest.rs``) gives the
+    same arrays; ``tests/test_layout_lanes.py`` compares the two on random inputs.
+
+    Each track has lanes: lane 0 is the track itself, lanes 1, 2, ... its "overlap" tracks, each a
+    stack of open slices.  A slice goes on lane 0 whenever it nests there (once the slices of lane 0
+    that end at or before its start are closed, lane 0 is empty or the slice is inside its top:
+    ``top.start <= s.start`` and ``s.end <= top.end``), else on the first lane 1, 2, ... where it
+    nests the same way, else on a new lane.  A moved slice takes nothing along.  A slice's depth is
+    its depth on its lane; its parent is the innermost slice that encloses it on any lane of its
+    track (of the lanes' open top slices that enclose it, the one that started last; the first
+    lane's on a tie)."""
+    n = len(ts)
+    depth, parent, lane = [0] * n, [-1] * n, [0] * n
+    stacks: list[list[int]] = []          # the current track's lanes, each a stack of open slices
+    current = None
+    for i in order:
+        if track[i] != current:
+            current, stacks = track[i], [[]]
+        start, end = ts[i], ts[i] + dur[i]
+        for stack in stacks:
+            while stack and ts[stack[-1]] + dur[stack[-1]] <= start:
+                stack.pop()
+        k = next((j for j, st in enumerate(stacks) if not st or end <= ts[st[-1]] + dur[st[-1]]), None)
+        if k is None:
+            k = len(stacks)
+            stacks.append([])
+        # the parent: of the lanes' top slices that enclose it, the one that started last (the
+        # first lane's on a tie)
+        enclosing = [st[-1] for st in stacks if st and end <= ts[st[-1]] + dur[st[-1]]]
+        parent[i] = max(enclosing, key=lambda t: ts[t], default=-1)
+        stack = stacks[k]
+        depth[i] = len(stack)
+        lane[i] = k
+        stack.append(i)
+    return depth, parent, lane
 
 
 # Kinds of events in the writer's merged stream.
