@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import perfetto_oracle as tp
 import traceconv
-from traceconv.fast import flows
+from traceconv import _core
 from traceconv.layout import nest
 from traceconv.writers.chrome_json import V2_BIND_BASE
 
@@ -50,6 +50,87 @@ def outputs(src: Path, tmp_path: Path):
 
 # ---------------------------------------------------------------- the rule
 
+def link_reference(group: list[int], ph: list[int], bound: list[int]) -> list[tuple[int, int, int]]:
+    """The links ``(src, dst, group)`` of ``traceconv._core.flows.link`` (Perfetto's v1 rule), in plain
+    Python, for points sorted by flow (``group``) and time.  A flow has one slot, the slice it
+    leaves from: an ``s`` fills the empty slot (a second ``s`` is ignored); a ``t`` links the slot's
+    slice to its own and takes the slot; an ``f`` links the slot's slice to its own and leaves the
+    slot (a fan-out); a ``t`` or ``f`` with the slot empty links nothing; a point bound to no slice
+    is skipped."""
+    links: list[tuple[int, int, int]] = []
+    slot: dict[int, int] = {}
+    for g, p, sl in zip(group, ph, bound):
+        if sl < 0:
+            continue                      # bound to no slice: skipped
+        if p == ord("s"):
+            slot.setdefault(g, sl)        # a second s while the flow is started: ignored
+        elif g in slot:
+            links.append((slot[g], sl, g))
+            if p == ord("t"):
+                slot[g] = sl              # a step: the next hop leaves from here
+    return links
+
+
+def bind_reference(s_ts, s_dur, s_track, bseq, eseq, q_track, q_ts, q_seq, q_enc) -> list[int]:
+    """The slice each flow point binds to (-1: none), as ``traceconv._core.flows.bind`` finds it, by
+    brute force.  Slices of one track are ordered by (start, longer first, begin's file position,
+    index): Perfetto's order after its stable sort.  A point that binds to the enclosing slice
+    takes the last slice in that order open at its time and file position (begun before it, or at
+    its time earlier in the file; not ended before it: an ``X`` (``eseq`` < 0) stays open through its
+    end time, an ``E`` at the point's time closes it only if earlier in the file); any other point
+    takes the first slice to begin after it (later, or at its time and not earlier in the file)."""
+    key = lambda i: (s_ts[i], -s_dur[i], bseq[i], i)     # noqa: E731
+    out = []
+    for track, ts, seq, enc in zip(q_track, q_ts, q_seq, q_enc):
+        on = [i for i in range(len(s_ts)) if s_track[i] == track]
+        if enc:
+            found = [i for i in on
+                     if (s_ts[i] < ts or (s_ts[i] == ts and bseq[i] <= seq))
+                     and (s_ts[i] + s_dur[i] > ts
+                          or (s_ts[i] + s_dur[i] == ts and (eseq[i] < 0 or eseq[i] > seq)))]
+            out.append(max(found, key=key, default=-1))
+        else:
+            found = [i for i in on if s_ts[i] > ts or (s_ts[i] == ts and bseq[i] >= seq)]
+            out.append(min(found, key=key, default=-1))
+    return out
+
+
+# slices: (track, start, duration, begin's file position, end's file position or -1 for an X);
+# points: (track, time, file position, binds to the enclosing slice)
+bind_slices_st = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 30), st.integers(0, 15), st.integers(0, 80),
+                                    st.integers(-1, 80)), max_size=40)
+bind_points_st = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.integers(0, 80), st.booleans()),
+                          max_size=40)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bind_slices_st, bind_points_st)
+def test_bind_kernel_equals_the_python_reference(slices, points):
+    s_track, s_ts, s_dur, bseq, eseq = (list(c) for c in zip(*slices)) if slices else ([],) * 5
+    q_track, q_ts, q_seq, q_enc = (list(c) for c in zip(*points)) if points else ([],) * 4
+    got = _core.flows.bind(np.asarray(s_ts, np.int64), np.asarray(s_dur, np.int64), np.asarray(s_track, np.int32),
+                           np.asarray(bseq, np.int32), np.asarray(eseq, np.int32), np.asarray(q_track, np.int32),
+                           np.asarray(q_ts, np.int64), np.asarray(q_seq, np.int64), np.asarray(q_enc, np.bool_))
+    assert got.dtype == np.int64
+    assert got.tolist() == bind_reference(s_ts, s_dur, s_track, bseq, eseq, q_track, q_ts, q_seq, q_enc)
+
+
+def test_bind_on_a_hand_made_thread():
+    # an X A [0, 100) holds B [10, 20) and C [20, 30) (B's E at file position 5, C's B at 7); an X D
+    # starts at 100 (its position: 9)
+    s = dict(s_ts=[0, 10, 20, 100], s_dur=[100, 10, 10, 5], s_track=[0, 0, 0, 0], bseq=[1, 2, 7, 9],
+             eseq=[-1, 5, 8, -1])
+    pts = [(15, 3, True), (20, 4, True), (20, 6, True), (20, 8, True), (100, 8, True), (100, 10, True),
+           (50, 8, False), (100, 8, False), (100, 10, False), (5, 0, True)]
+    q_ts, q_seq, q_enc = (list(c) for c in zip(*pts))
+    got = _core.flows.bind(*s.values(), [0] * len(pts), q_ts, q_seq, q_enc).tolist()
+    # in B; at B's end before its E (still open); at C's begin after B's E and before C's B (A);
+    # after C's B (C); at A's end (an X: open through it); at D's begin after it (D); the next
+    # slices to begin: D, D, none after D's B; at 5 in A
+    assert got == [1, 1, 0, 2, 0, 3, 3, 3, -1, 0]
+    assert got == bind_reference(*s.values(), [0] * len(pts), q_ts, q_seq, q_enc)
+
+
 points_st = st.lists(st.tuples(st.integers(0, 3), st.sampled_from("stf"), st.integers(-1, 6)), max_size=60)
 
 
@@ -60,9 +141,9 @@ def test_link_kernel_equals_the_python_reference(points):
     group = [p[0] for p in points]
     ph = [ord(p[1]) for p in points]
     bound = [p[2] for p in points]
-    src, dst, grp, unresolved, dropped, used = flows.link(np.asarray(group, np.int64), np.asarray(ph, np.uint8),
-                                                          np.asarray(bound, np.int64))
-    assert list(zip(src.tolist(), dst.tolist(), grp.tolist())) == flows.link_reference(group, ph, bound)
+    src, dst, grp, unresolved, dropped, used = _core.flows.link(np.asarray(group, np.int64),
+                                                                np.asarray(ph, np.uint8), np.asarray(bound, np.int64))
+    assert list(zip(src.tolist(), dst.tolist(), grp.tolist())) == link_reference(group, ph, bound)
     assert dropped + used == len(points)            # every event is either in a link or counted as left out
 
 

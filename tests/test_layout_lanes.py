@@ -1,18 +1,19 @@
 """layout.nest: only the slices that cannot nest on their track move to an overlap lane, one by one.
 
-The compiled kernel (traceconv.fast.nesting.nest) against its plain-Python statement
-(nest_reference) on random inputs, the rule on small hand-made cases, and what the writers make
-of the lanes."""
+The compiled loop (traceconv._core.nest.nest, rust/src/nest.rs) against its plain-Python statement
+(traceconv.layout.nest_reference) on random inputs, the rule on small hand-made cases, and what the
+writers make of the lanes."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from traceconv import _core
 from traceconv.errors import WarningCode
-from traceconv.fast import nesting
-from traceconv.layout import nest, slice_order
+from traceconv.layout import nest, nest_reference, slice_order
 from traceconv.model import Trace, TrackKind
 
 from timeline import assert_outputs_agree, read_perfetto
@@ -32,10 +33,48 @@ def test_kernel_equals_the_python_reference(rows):
     ts = [r[1] for r in rows]
     dur = [r[2] for r in rows]
     order = _order(ts, dur, track)
-    d, p, lane = nesting.nest(np.asarray(ts, np.int64), np.asarray(dur, np.int64), np.asarray(track, np.int32),
+    d, p, lane = _core.nest.nest(np.asarray(ts, np.int64), np.asarray(dur, np.int64), np.asarray(track, np.int32),
                               order)
-    rd, rp, rl = nesting.nest_reference(ts, dur, track, order.tolist())
+    rd, rp, rl = nest_reference(ts, dur, track, order.tolist())
     assert d.tolist() == rd and p.tolist() == rp and lane.tolist() == rl
+    assert (d.dtype, p.dtype, lane.dtype) == (np.int32, np.int64, np.int32)
+
+
+# wide values: negative tracks and times, zero durations, many slices at one time, many lanes
+wide_st = st.lists(st.tuples(st.integers(-2, 2), st.integers(-2**40, 2**40) | st.integers(-5, 5),
+                             st.integers(0, 2**40) | st.integers(0, 3)), max_size=200)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wide_st)
+def test_kernel_equals_the_python_reference_on_wide_values(rows):
+    track = [r[0] for r in rows]
+    ts = [r[1] for r in rows]
+    dur = [r[2] for r in rows]
+    order = _order(ts, dur, track)
+    got = _core.nest.nest(np.asarray(ts, np.int64), np.asarray(dur, np.int64), np.asarray(track, np.int32), order)
+    assert tuple(a.tolist() for a in got) == nest_reference(ts, dur, track, order.tolist())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wide_st)
+def test_slice_order_is_numpys_stable_lexsort(rows):
+    track = np.asarray([r[0] for r in rows], np.int32)
+    ts = np.asarray([r[1] for r in rows], np.int64)
+    dur = np.asarray([r[2] for r in rows], np.int64)
+    got = _core.nest.slice_order(ts, dur, track)
+    assert got.dtype == np.int64
+    assert got.tolist() == np.lexsort((-dur, ts, track)).tolist()
+
+
+def test_kernel_takes_lists_and_refuses_an_order_that_is_not_a_permutation():
+    d, p, lane = _core.nest.nest([0, 5, 10], [20, 10, 20], [0, 0, 0], [0, 1, 2])
+    assert (d.tolist(), p.tolist(), lane.tolist()) == ([0, 1, 0], [-1, 0, -1], [0, 0, 1])
+    for bad in ([0, 1, 1], [0, 1, 3], [0, -1, 2]):
+        with pytest.raises(ValueError, match="not a permutation"):
+            _core.nest.nest([0, 5, 10], [20, 10, 20], [0, 0, 0], bad)
+    with pytest.raises(ValueError, match="different lengths"):
+        _core.nest.nest([0, 5, 10], [20, 10, 20], [0, 0, 0], [0, 1])
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -47,8 +86,8 @@ def test_the_rule_holds_on_random_inputs(rows):
     ts = [r[1] for r in rows]
     dur = [r[2] for r in rows]
     order = _order(ts, dur, track).tolist()
-    d, p, lane = (a.tolist() for a in nesting.nest(np.asarray(ts, np.int64), np.asarray(dur, np.int64),
-                                                  np.asarray(track, np.int32), np.asarray(order)))
+    d, p, lane = (a.tolist() for a in _core.nest.nest(np.asarray(ts, np.int64), np.asarray(dur, np.int64),
+                                                     np.asarray(track, np.int32), np.asarray(order)))
     pos = {i: q for q, i in enumerate(order)}
     n = len(rows)
     inside = lambda a, b: ts[b] <= ts[a] and ts[a] + dur[a] <= ts[b] + dur[b]    # noqa: E731  a in b
@@ -63,8 +102,13 @@ def test_the_rule_holds_on_random_inputs(rows):
         open0 = [j for j in range(n) if j != i and track[j] == track[i] and lane[j] == 0
                  and pos[j] < pos[i] and ts[j] + dur[j] > ts[i]]
         assert (lane[i] > 0) == any(not inside(i, j) for j in open0)
-        if p[i] >= 0:
-            assert inside(i, p[i]) and track[p[i]] == track[i]
+        # the parent: the innermost slice open on any lane of its track that encloses it
+        enclosing = [j for j in range(n) if j != i and track[j] == track[i] and pos[j] < pos[i]
+                     and ts[j] + dur[j] > ts[i] and inside(i, j)]
+        if enclosing:
+            assert p[i] in enclosing and ts[p[i]] == max(ts[j] for j in enclosing)
+        else:
+            assert p[i] == -1
 
 
 def _trace(rows):
@@ -102,7 +146,8 @@ def test_only_the_partial_overlap_moves_and_what_starts_inside_it_stays_where_it
     s = t.slices
     names = [t.strings[n] for n in s.name]
     parent = {names[i]: (names[s.parent[i]] if s.parent[i] >= 0 else None) for i in range(len(s))}
-    assert parent == {"frame": None, "step": "frame", "enter": "step", "annotation": None,
+    # (the moved annotation's parent is the frame under lane 0's top, which it outlives)
+    assert parent == {"frame": None, "step": "frame", "enter": "step", "annotation": "frame",
                       "forward": "annotation", "linear": "forward", "addmm": "linear", "exit": "frame"}
 
 

@@ -79,22 +79,24 @@ def _key(s: Slice) -> tuple:
 
 
 def _depths(slices: list[Slice]) -> list[Slice]:
-    """Depth of each slice on its track by Perfetto's nesting rule for X events."""
+    """Depth of each slice on its track by Perfetto's nesting rule for X events (an open slice
+    ends at or before the next one's start -- but a zero-duration slice stays open for what begins
+    at its own time, as trace_processor reads them)."""
     by_track: dict[tuple, list[int]] = defaultdict(list)
     for i, s in enumerate(slices):
         by_track[(s.process, s.track, s.tid)].append(i)
     out = list(slices)
     for idx in by_track.values():
         idx.sort(key=lambda i: (slices[i].ts, -slices[i].dur, i))
-        stack: list[int] = []
+        stack: list[tuple[int, int]] = []          # (start, end) of the open slices
         for i in idx:
             s = slices[i]
-            while stack and stack[-1] <= s.ts:
+            while stack and stack[-1][1] <= s.ts and not (stack[-1][0] == stack[-1][1] == s.ts):
                 stack.pop()
-            if stack and s.ts + s.dur > stack[-1]:
+            if stack and s.ts + s.dur > stack[-1][1]:
                 raise AssertionError(f"slices overlap without nesting on one track: {s}")
             out[i] = replace(s, depth=len(stack))
-            stack.append(s.ts + s.dur)
+            stack.append((s.ts, s.ts + s.dur))
     return out
 
 

@@ -791,6 +791,9 @@ class Trace:
 # ---- the time domain ---------------------------------------------------------------------------
 
 MAX_TIME_NS = 2**62    # every time and every slice's end lies in [0, MAX_TIME_NS] ns (~146 years)
+# no slice lasts longer (~52 days): a Chrome JSON viewer reads ts and dur as doubles of µs, and past
+# 2^53 ns a child's end could round beyond its parent's (trace_processor then spills it, an error)
+MAX_DUR_NS = 2**52
 
 
 def enforce_time_domain(trace: Trace) -> None:
@@ -799,7 +802,8 @@ def enforce_time_domain(trace: Trace) -> None:
 
     Times and durations are integer ns.  A slice's start and end, an instant's and a counter
     sample's time lie in ``[0, MAX_TIME_NS]`` (2^62 ns: Unix times up to the year 2116; within
-    int64 with room for any sum of two times, and exact in a .pftrace).  On a clock with no
+    int64 with room for any sum of two times, and exact in a .pftrace), and no slice lasts longer
+    than ``MAX_DUR_NS`` (2^52 ns, ~52 days: exact as the doubles a JSON viewer reads).  On a clock with no
     absolute zero (RELATIVE, SYNTHETIC) the times are first moved later as one, so that none is
     negative (a note).  Then an event whose time is still outside the domain is dropped (with the
     flows of a dropped slice), a negative duration becomes 0 and one that ends past the domain is
@@ -858,6 +862,11 @@ def enforce_time_domain(trace: Trace) -> None:
             dur[neg] = 0
             d.warn(WarningCode.CLAMPED_VALUE, "slices with a negative duration were given a duration of 0",
                    int(neg.sum()))
+        huge = (dur > MAX_DUR_NS) & ~bad
+        if huge.any():
+            dur[huge] = MAX_DUR_NS
+            d.warn(WarningCode.CLAMPED_VALUE, f"slices longer than {MAX_DUR_NS} ns (~52 days, the longest "
+                   "a slice can be) were cut to that", int(huge.sum()))
         room = MAX_TIME_NS - np.clip(ts, 0, MAX_TIME_NS)
         long_ = (dur > room) & ~bad
         if long_.any():

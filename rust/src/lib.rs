@@ -4,8 +4,13 @@
 
 use pyo3::prelude::*;
 
+mod flows;
+mod nest;
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    nest::register(m)?;
+    flows::register(m)?;
     Ok(())
 }

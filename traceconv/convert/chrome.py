@@ -74,8 +74,9 @@ import numpy as np
 import orjson
 from msgspec import Raw
 
+from .. import _core
 from ..errors import TraceconvError, WarningCode
-from ..fast import flows, jsonscan, memory
+from ..fast import jsonscan, memory
 from ..io import GZIP_ERRORS, Source
 from ..model import MAX_ARGS_DEPTH, MAX_TIME_NS, Clock, Thread, Trace, TrackKind
 from ..progress import report
@@ -1905,7 +1906,7 @@ class ChromeReader:
         if skewed:
             self.warn(WarningCode.NOTE, "flows whose end is earlier than their start (host and device clocks "
                       "disagree) were kept as drawn by the producer", skewed)
-        src, dst, grp, unresolved, dropped_events, used = flows.link(group, ph, bound)
+        src, dst, grp, unresolved, dropped_events, used = _core.flows.link(group, ph, bound)
         if len(src):
             f = self.trace.flows
             f.src.frombytes(memoryview(src).cast("B"))      # (int64 already; from the buffers, no copy)
@@ -1927,7 +1928,7 @@ class ChromeReader:
         ended by an E before it; an X stays open through its end time), or the next slice to begin
         (later, or at the same time but after the point in the file).  At one start time the longer
         slice is the parent (Perfetto's order for complete events).  The loop is compiled
-        (:func:`traceconv.fast.flows.bind`)."""
+        (``traceconv._core.flows.bind``, ``rust/src/flows.rs``)."""
         s = self.trace.slices
         ns = len(s)
         if len(self._bseq) == ns:
@@ -1936,9 +1937,9 @@ class ChromeReader:
         else:                                   # slices added by other means: file order unknown
             bseq, eseq = np.arange(ns, dtype=np.int32), np.full(ns, -1, np.int32)
         col = (lambda a, t: np.frombuffer(a, t) if ns else np.zeros(0, t))
-        return flows.bind(col(s.ts, np.int64), col(s.dur, np.int64), col(s.track, np.int32), bseq, eseq,
-                          q_track.astype(np.int32, copy=False), q_ts.astype(np.int64, copy=False),
-                          q_seq.astype(np.int64, copy=False), q_enc.astype(np.bool_, copy=False))
+        return _core.flows.bind(col(s.ts, np.int64), col(s.dur, np.int64), col(s.track, np.int32), bseq, eseq,
+                                q_track.astype(np.int32, copy=False), q_ts.astype(np.int64, copy=False),
+                                q_seq.astype(np.int64, copy=False), q_enc.astype(np.bool_, copy=False))
 
 
 def timed_ns(events: list[Event]) -> Iterator[int]:

@@ -188,7 +188,8 @@ def _is_counter(row: dict[str, Any]) -> bool:
     if row["name"] in _KNOWN_COUNTERS:
         return True
     count, total, lo, hi, avg = row["count"], row["total"], row["min"], row["max"], row["avg"]
-    if count < 2:
+    # (numbers no counter has: not finite, or a span beyond the double range in MXNet's units)
+    if count < 2 or not all(math.isfinite(v) for v in (total, lo, hi, avg, (hi - lo) * 1000)):
         return False
 
     def close(a: float, b: float) -> bool:
