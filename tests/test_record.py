@@ -383,3 +383,23 @@ def test_overlapping_spans_keep_their_durations_across_chunks(tmp_path):
     assert all(r["dur"] >= 2_000_000 for r in rows if r["name"] == "b")
     assert {r["track"] for r in rows if r["name"] == "b"} == {"MainThread (overlap 1)"}
     assert [r["track"] for r in rows if r["name"] == "other_thread"] == ["late"]
+
+
+def test_the_top_level_names_record_too(tmp_path):
+    """``traceconv.span`` / ``traceconv.traced`` (as the issue spells them) are the recorder's."""
+    import traceconv
+
+    @traceconv.traced
+    def forward():
+        time.sleep(0.002)
+
+    out = tmp_path / "top.pftrace"
+    rec.start(out)
+    with traceconv.span("env_step", cat="rollout"):
+        forward()
+    traceconv.counter("fps", 10.0)
+    rec.stop()
+    rows = _slices(out)
+    assert [(r["name"], r["depth"]) for r in rows] == [
+        ("env_step", 0), ("test_the_top_level_names_record_too.<locals>.forward", 1)]   # (qualname)
+    assert rows[1]["dur"] >= 2_000_000

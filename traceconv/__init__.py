@@ -24,3 +24,14 @@ __all__ = [
     "__version__", "load", "save", "convert", "merge", "summary", "open_in_ui", "ConvertResult", "Trace",
     "TraceconvError", "ConversionWarning", "Diagnostics", "WarningCode",
 ]
+
+# The recorder's most used names at the top level (``with traceconv.span("env_step"): ...``,
+# ``@traceconv.traced``), imported when first used: ``import traceconv`` does not start it.
+_RECORD_NAMES = ("span", "traced", "instant", "counter")
+
+
+def __getattr__(name: str):  # noqa: ANN202
+    if name in _RECORD_NAMES:
+        from . import record
+        return getattr(record, name)
+    raise AttributeError(f"module 'traceconv' has no attribute {name!r}")
