@@ -682,6 +682,17 @@ class Trace:
         self.tracks.append(tr)
         return tr
 
+    def mark_summary(self, processes: "set[int] | list[int]", mark: str) -> int:
+        """Mark the slice tracks (thread, async, lane) of ``processes`` with ``Track.summary =
+        mark`` ("mirror": counted elsewhere; "profiler": the profiler's own window) and return
+        how many were marked."""
+        n = 0
+        for tr in self.tracks:
+            if tr.process in processes and tr.kind in (TrackKind.THREAD, TrackKind.ASYNC, TrackKind.LANE):
+                tr.summary = mark
+                n += 1
+        return n
+
     def add_lane(self, track: Track, lane: int) -> Track:
         """Extra track ``lane`` (1, 2, ...) of ``track`` for slices that overlap its own."""
         label = self.track_label(track) or "track"

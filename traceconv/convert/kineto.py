@@ -41,7 +41,7 @@ import orjson
 
 from ..errors import WarningCode
 from ..io import Source
-from ..model import ArgsColumn, Clock, Trace, TrackKind
+from ..model import ArgsColumn, Clock, Trace
 from ..schema import validate
 from ..schema.timeline import KinetoHeader
 from .chrome import ChromeReader, Document, Event, looks_like_own_output, looks_unix
@@ -233,12 +233,7 @@ def mark_profiler_spans(trace: Trace) -> int:
     marked ``summary = "profiler"``, so ``traceconv summary`` leaves them out unless asked.
     Returns the number of tracks marked."""
     spans = {p.id for p in trace.processes if p.raw_pid == "Spans"}
-    n = 0
-    for tr in trace.tracks:
-        if tr.process in spans and tr.kind in (TrackKind.THREAD, TrackKind.ASYNC, TrackKind.LANE):
-            tr.summary = "profiler"
-            n += 1
-    return n
+    return trace.mark_summary(spans, "profiler")
 
 
 _MEMORY_ARGS = msgspec.json.Decoder(list[dict[str, Any]])

@@ -85,12 +85,7 @@ def mark_operator_mirror(trace: Trace) -> int:
     tracks = np.frombuffer(s.track, dtype=np.int32) if len(s) else np.zeros(0, np.int32)
     if not ((cats == cat) & ~mine[tracks]).any():
         return 0
-    n = 0
-    for tr in trace.tracks:
-        if tr.process in ops and tr.kind in (TrackKind.THREAD, TrackKind.ASYNC, TrackKind.LANE):
-            tr.summary = "mirror"
-            n += 1
-    return n
+    return trace.mark_summary(ops, "mirror")
 
 
 def _is_device_slot(raw_pid: Any) -> bool:
