@@ -91,13 +91,30 @@ def test_dev_stdout_is_written_through_not_replaced(tmp_path):
 def test_binary_output_to_a_terminal_is_refused_json_is_not(tmp_path):
     for to, code in (("perfetto", 2), ("chrome-json", 0)):
         master, slave = pty.openpty()
+        shown: list[bytes] = []
+
+        def drain() -> None:            # the terminal's reader: a full pty buffer would block the writer
+            while True:
+                try:
+                    chunk = os.read(master, 1 << 16)
+                except OSError:         # EIO once the last writer has closed the slave
+                    return
+                if not chunk:
+                    return
+                shown.append(chunk)
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
         try:
             r = subprocess.run([sys.executable, "-m", "traceconv", "convert", str(SOCCER), "-o", "-", "--to", to],
                                stdout=slave, stderr=subprocess.PIPE, timeout=120)
         finally:
             os.close(slave)
+            reader.join(timeout=30)
             os.close(master)
         assert r.returncode == code, (to, r.stderr)
+        if not code:                    # the JSON reached the terminal whole
+            assert b'"traceEvents"' in b"".join(shown)
         if code:
             line = one_line(r.stderr)
             assert line.startswith("traceconv: error: <stdout>: refusing to write a binary Perfetto trace "
