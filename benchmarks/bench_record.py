@@ -23,17 +23,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import importlib.util
-import logging
 import os
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import originals  # noqa: E402  (tests/originals.py: the real timer modules)
 import traceconv.record as rec  # noqa: E402
 from traceconv.record import mlagents as our_ml  # noqa: E402
 from traceconv.record import samplefactory as our_sf  # noqa: E402
@@ -96,26 +95,7 @@ _EMPTY = Empty()
 
 
 def load_sf_timing():
-    spec = importlib.util.find_spec("sample_factory")
-    if spec is None:
-        return None
-    stubs = {k: types.ModuleType(k) for k in ("psutil", "sample_factory.algo.utils.misc", "sample_factory.utils.utils")}
-    stubs["sample_factory.algo.utils.misc"].EPS = 1e-8
-    stubs["sample_factory.utils.utils"].log = logging.getLogger("rl")
-    saved = {k: sys.modules.get(k) for k in stubs}
-    sys.modules.update(stubs)
-    try:
-        path = f"{list(spec.submodule_search_locations)[0]}/utils/timing.py"
-        mspec = importlib.util.spec_from_file_location("_sf_timing", path)
-        mod = importlib.util.module_from_spec(mspec)
-        mspec.loader.exec_module(mod)
-        return mod
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
+    return originals.samplefactory_timing()
 
 
 def main() -> None:

@@ -12,16 +12,14 @@ packages are not installed (``pip install --no-deps mlagents-envs sample-factory
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import logging
-import sys
 import threading
 import time
 import types
 
 import pytest
 
+import originals
 import perfetto_oracle as tp
 import traceconv
 import traceconv.record as rec
@@ -39,33 +37,16 @@ def _clean():
 # ---------------------------------------------------------------- the real modules
 
 def _theirs_ml():
-    return pytest.importorskip("mlagents_envs.timers", reason="mlagents-envs is not installed")
+    mod = originals.mlagents_timers()
+    if mod is None:
+        pytest.skip("mlagents-envs is not installed (pip install --no-deps mlagents-envs)")
+    return mod
 
 
 def _theirs_sf():
-    spec = importlib.util.find_spec("sample_factory")
-    if spec is None or not spec.submodule_search_locations:
+    mod = originals.samplefactory_timing("_sf_timing_under_test")
+    if mod is None:
         pytest.skip("sample-factory is not installed (pip install --no-deps sample-factory)")
-    path = f"{list(spec.submodule_search_locations)[0]}/utils/timing.py"
-    stubs = {
-        "psutil": types.ModuleType("psutil"),
-        "sample_factory.algo.utils.misc": types.ModuleType("sample_factory.algo.utils.misc"),
-        "sample_factory.utils.utils": types.ModuleType("sample_factory.utils.utils"),
-    }
-    stubs["sample_factory.algo.utils.misc"].EPS = 1e-8
-    stubs["sample_factory.utils.utils"].log = logging.getLogger("rl")
-    saved = {k: sys.modules.get(k) for k in stubs}
-    sys.modules.update(stubs)
-    try:
-        mspec = importlib.util.spec_from_file_location("_sf_timing_under_test", path)
-        mod = importlib.util.module_from_spec(mspec)
-        mspec.loader.exec_module(mod)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
     return mod
 
 
