@@ -13,18 +13,18 @@ import math
 import random
 from pathlib import Path
 
-import numpy as np
 import orjson
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 import perfetto_oracle as tp
 import traceconv
+from traceconv import _core
 from fuzz.mutate import mutated
+from fuzz import scanner
 from fuzz.runner import Runner
 from fuzz.strategies import IMPORTERS, Case
 from traceconv.errors import WarningCode
-from traceconv.fast import jsonscan
 from traceconv.model import (MAX_ARGS_DEPTH, MAX_DUR_NS, MAX_TIME_NS, Clock, Trace, enforce_time_domain,
                              encode_args_counted)
 
@@ -189,19 +189,14 @@ def test_names_longer_than_64_kib(name):
 
 
 def test_string_table_grows_by_what_it_holds():
-    """A 70 KB name once doubled the table's slots until memory ran out (a 66 KB file, 24 GB)."""
+    """A 70 KB name once doubled the (numba) table's slots until memory ran out (a 66 KB file,
+    24 GB).  The compiled scanner's table holds each distinct string once, at its own length."""
     text = gzip.decompress((FUZZ / "long_name.json.gz").read_bytes())
     i = text.index(b"[") + 1
-    strings = jsonscan.Strings()
-    cols = jsonscan.Columns(16)
-    buf = np.frombuffer(text, np.uint8)
-    for _ in range(64):
-        n, _, status = jsonscan.scan(buf, i, cols, strings)
-        if status != jsonscan.GROW:
-            break
-        strings.grow()
-    assert status == jsonscan.END and n == 2
-    assert len(strings.table) <= 1 << 12 and len(strings.store) < 4 * 70_000
+    strings = _core.scan.Strings()
+    cols, _, status, new = _core.scan.scan(text, i, 16, strings)
+    assert status == _core.scan.END and len(cols["flags"]) == 2
+    assert strings.nbytes() == sum(len(s.encode()) for s in new) and max(map(len, new)) == 70_000
 
 
 # ---------------------------------------------------------------- the model's domain, directly
@@ -280,6 +275,9 @@ def test_short_campaign(runner):
         ran[0] += 1
         for r in runner.run(case).failures:
             failures.append((r.failure, note, r.detail[-300:]))
+        broke = scanner.check(case.data, random.Random(ran[0]))     # the bytes straight into the scanner
+        if broke is not None:
+            failures.append((broke[0], note, broke[1][-300:]))
 
     for kind, strategy in IMPORTERS.items():
         @settings(max_examples=SHORT_EXAMPLES, derandomize=True, database=None, deadline=None,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from . import formats as _formats
-from .fast import memory
+from . import memory
 from .errors import ConversionWarning, TraceconvError, WarningCode
 from .io import atomic_output, open_source, refuse_binary_terminal, stream_fd
 from .layout import nest

@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import WarningCode
 from . import _core
-from .fast import memory
+from . import memory
 from .model import Trace
 
 

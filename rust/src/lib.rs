@@ -6,11 +6,13 @@ use pyo3::prelude::*;
 
 mod flows;
 mod nest;
+mod scan;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     nest::register(m)?;
     flows::register(m)?;
+    scan::register(m)?;
     Ok(())
 }

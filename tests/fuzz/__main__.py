@@ -17,8 +17,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 
+from . import scanner
 from .mutate import mutated
-from .runner import Outcome, Runner, save_failure
+from .runner import Outcome, Result, Runner, save_failure
 from .strategies import IMPORTERS, Case
 
 
@@ -32,6 +33,9 @@ def campaign(minutes: float, seed: int, out: Path, plain: bool = False, log=prin
     kinds = kinds or list(IMPORTERS)
 
     def record(o: Outcome, note: str) -> None:
+        broke = scanner.check(o.case.data, rng)      # the same bytes straight into the compiled scanner
+        if broke is not None:
+            o.results.append(Result("binding", 0, 0.0, broke[0], broke[1]))
         stats["cases"] += 1
         stats["by_kind"][o.case.kind] += 1
         for r in o.results:

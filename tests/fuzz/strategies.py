@@ -394,11 +394,32 @@ def megengine_static(draw: Any) -> Case:
     return Case("megengine-static", ".json", dump(doc))
 
 
+@st.composite
+def scanner(draw: Any) -> Case:
+    """Bytes where the compiled event scanner (rust/src/scan.rs) reads them: a Kineto trace with
+    hypothesis-drawn bytes spliced into its event array (inside an event, a name, an args object,
+    or between events), sometimes repeated so the damage lands past the first scanned block."""
+    base = draw(kineto()).data
+    at = base.find(b'"traceEvents":[')
+    if at < 0:
+        return Case("scanner", ".pt.trace.json", base)
+    lo = at + len(b'"traceEvents":[')
+    junk = draw(st.one_of(st.binary(max_size=24), st.sampled_from(
+        [b'{', b'}', b'"', b'\\', b'\\u', b'[' * 70, b'1e999', b'-', b',,', b'\xff', b'\x00', b'"args":{'])))
+    k = draw(st.integers(lo, len(base)))
+    data = base[:k] + junk + base[k:]
+    if draw(st.integers(0, 4)) == 0:              # past the first 2000 events: the producer thread's part
+        evs = b"".join(b'{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":%d,"dur":2},' % (3 * k)
+                       for k in range(2500))
+        data = data[:lo] + evs + data[lo:]
+    return Case("scanner", ".pt.trace.json", data)
+
+
 IMPORTERS = {
     "mlagents": mlagents(), "sample-factory": sample_factory(), "mxnet-stats-json": mxnet_stats_json(),
     "mxnet-stats-table": mxnet_stats_table(), "mxnet": mxnet_trace(), "kineto": kineto(),
     "composer": composer(), "megengine": megengine_timeline(), "megengine-static": megengine_static(),
-    "chrome-json": chrome(),
+    "chrome-json": chrome(), "scanner": scanner(),
 }
 
 

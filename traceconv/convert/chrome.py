@@ -5,8 +5,8 @@ except where noted):
 
 * Container: an object with ``traceEvents`` (other top-level keys go to the trace metadata) or a
   bare array; ``.gz`` is detected by magic bytes.  A file is read as a stream, a block at a time,
-  by a compiled scanner (:mod:`traceconv.fast.jsonscan`) that turns events of the plain shape
-  into columns; an event of any other shape is decoded from its own text with msgspec into a
+  by the compiled scanner (``traceconv._core.scan``, rust/src/scan.rs: serde_json underneath) that
+  turns events of the plain shape into columns; an event of any other shape is decoded from its own text with msgspec into a
   small Struct and converted one by one.  ``args`` stay JSON text (whitespace between tokens
   removed), never rebuilt as Python objects, and reach the Chrome JSON output verbatim and the
   protobuf as debug annotations.  What neither can read (trailing commas, a truncated array,
@@ -64,6 +64,7 @@ import os
 import queue
 import re
 import threading
+import types
 from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ from msgspec import Raw
 
 from .. import _core
 from ..errors import TraceconvError, WarningCode
-from ..fast import jsonscan, memory
+from .. import memory
 from ..io import GZIP_ERRORS, Source
 from ..model import MAX_ARGS_DEPTH, MAX_TIME_NS, Clock, Thread, Trace, TrackKind
 from ..progress import report
@@ -152,6 +153,16 @@ SCAN_ROWS = 1 << 16         # events scanned into columns at a time
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
 TRIM_BATCHES = 16           # the heap's free space goes back to the system every this many batches
 FAST = True                 # False: read every file with the whole-document decoder (the reference)
+SCAN = _core.scan           # the compiled scanner (rust/src/scan.rs)
+Rows = types.SimpleNamespace  # one scan call's columns (see SCAN.scan), by name
+
+
+def _scan(text: bytes, pos: int, cap: int, strings: Any) -> tuple[Rows, int, int, int, list[str]]:
+    """SCAN.scan on ``text[pos:]``: (rows, how many, where to go on, status, strings it added)."""
+    cols, pos, status, new = SCAN.scan(text, pos, cap, strings)
+    return Rows(**cols), len(cols["flags"]), pos, status, new
+
+
 class _ChunkFailure(Exception):
     """The chunked path cannot read this document; the whole-document path will."""
 
@@ -174,22 +185,83 @@ def _read_blocks(f: Any, size: int, raw: Any = None, where: list[int] | None = N
         yield b
 
 
+def utf8_incomplete_tail(b: bytes) -> int:
+    """Where a UTF-8 sequence cut by the end of ``b`` starts (``len(b)`` if none is cut)."""
+    n = len(b)
+    for back in range(1, min(4, n) + 1):
+        c = b[n - back]
+        if c < 0x80:
+            return n
+        if c >= 0xC0:                      # a lead byte: does its sequence fit?
+            need = 2 if c < 0xE0 else 3 if c < 0xF0 else 4
+            return n - back if back < need else n
+    return n
+
+
+UTF8_STEP = 4 << 20     # repair_utf8 checks a large text this many bytes at a time
+
+
+def repair_utf8(data: bytes) -> tuple[bytes, int]:
+    """``data`` with every byte that is not part of valid UTF-8 replaced by ``?`` (the length and
+    every offset stay as they were), and how many bytes were replaced.  Valid text is returned as
+    it is (the same object), at the cost of one check, :data:`UTF8_STEP` bytes at a time (no
+    decoded copy of a large text is ever made)."""
+    n = len(data)
+    if n <= UTF8_STEP:
+        return _repair_piece(bytes(data))
+    mv = memoryview(data)
+    parts: list[bytes] | None = None
+    bad = 0
+    carry = b""
+    i = 0
+    while i < n:
+        start = i - len(carry)
+        piece = carry + bytes(mv[i:i + UTF8_STEP])
+        i += UTF8_STEP
+        carry = b""
+        if i < n:
+            cut = utf8_incomplete_tail(piece)
+            piece, carry = piece[:cut], piece[cut:]
+        fixed, k = _repair_piece(piece)
+        if k and parts is None:
+            parts = [bytes(mv[:start])]
+        if parts is not None:
+            parts.append(fixed)
+        bad += k
+    return (b"".join(parts) if parts is not None else data), bad
+
+
+def _repair_piece(data: bytes) -> tuple[bytes, int]:
+    if data.isascii():
+        return data, 0
+    try:
+        data.decode("utf-8")
+        return data, 0
+    except UnicodeDecodeError:
+        pass
+    fixed, bad = _ESCAPED.subn("?", data.decode("utf-8", "surrogateescape"))
+    return fixed.encode("utf-8"), bad
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]")      # what surrogateescape makes of each invalid byte
+
+
 def _utf8_blocks(blocks: Iterator[bytes], bad: Callable[[int], None]) -> Iterator[bytes]:
-    """``blocks`` with bytes that are not valid UTF-8 replaced by ``?`` (see
-    :func:`jsonscan.repair_utf8`; a character cut between two blocks moves to the next one)."""
+    """``blocks`` with bytes that are not valid UTF-8 replaced by ``?`` (see :func:`repair_utf8`;
+    a character cut between two blocks moves to the next one)."""
     carry = b""
     for b in blocks:
         if carry:
             b = carry + b
-        cut = jsonscan.utf8_incomplete_tail(b)
+        cut = utf8_incomplete_tail(b)
         b, carry = b[:cut], b[cut:]
-        b, n = jsonscan.repair_utf8(b)
+        b, n = repair_utf8(b)
         if n:
             bad(n)
         if b:
             yield b
     if carry:
-        b, n = jsonscan.repair_utf8(carry)
+        b, n = repair_utf8(carry)
         if n:
             bad(n)
         yield b
@@ -252,9 +324,9 @@ def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
     """Where the event array starts in a document's first bytes: (the top-level keys before it,
     whether the document is a bare array, the index just after its ``[``); None if the bytes end
     first.  Raises :class:`_ChunkFailure` for a document of another shape."""
-    buf = np.frombuffer(head, np.uint8)
+    buf = bytes(head)
     n = len(buf)
-    i = jsonscan.skip_ws(buf, 0)
+    i = SCAN.skip_ws(buf, 0)
     if i >= n:
         return None
     if head[i:i + 1] == b"[":
@@ -264,25 +336,25 @@ def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
     header: dict[str, Any] = {}
     i += 1
     while True:
-        i = jsonscan.skip_ws(buf, i)
+        i = SCAN.skip_ws(buf, i)
         if i >= n:
             return None
         if head[i:i + 1] == b"}":
             raise _ChunkFailure                  # no traceEvents
         if head[i:i + 1] == b"," and header:
-            i = jsonscan.skip_ws(buf, i + 1)
+            i = SCAN.skip_ws(buf, i + 1)
         k0 = i
-        k1 = jsonscan.value_end(buf, i)
+        k1 = SCAN.value_end(buf, i)
         if k1 == -1:
             return None
         if k1 < 0 or head[k0:k0 + 1] != b'"':
             raise _ChunkFailure
-        i = jsonscan.skip_ws(buf, k1)
+        i = SCAN.skip_ws(buf, k1)
         if i >= n:
             return None
         if head[i:i + 1] != b":":
             raise _ChunkFailure
-        i = jsonscan.skip_ws(buf, i + 1)
+        i = SCAN.skip_ws(buf, i + 1)
         if i >= n:
             return None
         try:
@@ -293,7 +365,7 @@ def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
             if head[i:i + 1] != b"[":
                 raise _ChunkFailure
             return header, False, i + 1
-        v1 = jsonscan.value_end(buf, i)
+        v1 = SCAN.value_end(buf, i)
         if v1 == -1:
             return None
         if v1 < 0 or key in header:
@@ -354,12 +426,29 @@ DOC_DEPTH = MAX_ARGS_DEPTH + 2
 def decode(data: bytes, what: str = WHAT) -> Document:
     """Decode a Chrome Trace Event JSON document; fall back to a repairing decoder if needed.
     Values nested deeper than :data:`DOC_DEPTH` become strings of their text (counted)."""
-    data, deep = jsonscan.flatten_deep(data, DOC_DEPTH)
+    data, deep = flatten_deep(data, DOC_DEPTH)
     doc = _decode(data, what)
     if deep:
         doc.problems.append((WarningCode.CLAMPED_VALUE, f"values nested deeper than {DOC_DEPTH} levels "
                              "were kept as strings of their JSON text", deep))
     return doc
+
+
+def flatten_deep(data: bytes, limit: int) -> tuple[bytes, int]:
+    """``data`` (JSON text) with every value nested deeper than ``limit`` levels replaced by a JSON
+    string of its own text, so that no decoder recurses past ``limit``; and how many were replaced.
+    Returns ``data`` itself when nothing is that deep."""
+    spans = SCAN.deep_spans(data if type(data) is bytes else bytes(data), limit)
+    if not spans:
+        return data, 0
+    parts = []
+    at = 0
+    for s, e in spans:
+        parts.append(data[at:s])
+        parts.append(orjson.dumps(data[s:e].decode("utf-8", "replace")))
+        at = e
+    parts.append(data[at:])
+    return b"".join(parts), len(spans)
 
 
 def _decode(data: bytes, what: str) -> Document:
@@ -875,7 +964,7 @@ class ChromeReader:
                 self.__init__(self.source)            # type: ignore[misc]
                 scan_in_memory = False
         data = self.data if self.data is not None else self.source.read_bytes()  # type: ignore[union-attr]
-        data, bad = jsonscan.repair_utf8(data)
+        data, bad = repair_utf8(data)
         self._bad_utf8(bad)
         if scan_in_memory:
             try:
@@ -930,7 +1019,7 @@ class ChromeReader:
         return type(self).ts_converter is ChromeReader.ts_converter
 
     def _read_chunked(self, data: bytes) -> Trace:
-        """Read the events with the compiled scanner (:mod:`traceconv.fast.jsonscan`), a block of
+        """Read the events with the compiled scanner (:data:`SCAN`), a block of
         ``CHUNK_BYTES`` of text at a time: plain complete events become slice rows in bulk, every
         other event is decoded from its own text by the general decoder and converted one by one."""
         start = data.lstrip()[:1]
@@ -1064,49 +1153,43 @@ class ChromeReader:
 
     def _scan_blocks(self, header: dict[str, Any], is_array: bool, blocks: Iterator[Any]) -> None:
         """Scan the events of the array's text, given as consecutive blocks after its ``[``."""
-        cols = jsonscan.Columns(SCAN_ROWS)
-        strings = jsonscan.Strings()
+        strings = SCAN.Strings()
         self._smap = np.zeros(0, np.int32)
         blocks = iter(blocks)
         # the time base is judged from the first 2000 events (as on the whole-document path):
         # read blocks until they hold that many, or the array ends
         head = b""
-        sample = jsonscan.Columns(2000)
-        status = jsonscan.MORE
+        status = SCAN.MORE
+        sample: Rows | None = None
         n = 0
         scanned = 0
+        # the scanner's strings not yet given model ids, in id order (the sample's, first)
+        pending: list[str] = []
         for block in blocks:
             head += bytes(block)
             if len(head) < 2 * scanned:
                 continue                     # rescan only when the head has doubled: linear time
             scanned = len(head)
-            while True:
-                n, _, status = jsonscan.scan(np.frombuffer(head, np.uint8), 0, sample, strings)
-                if status != jsonscan.GROW:
-                    break
-                strings.grow()
-            if status != jsonscan.MORE:
+            sample, n, _, status, new = _scan(head, 0, 2000, strings)
+            pending += new
+            if status != SCAN.MORE:
                 break
         else:
             if head:
-                while True:
-                    n, _, status = jsonscan.scan(np.frombuffer(head, np.uint8), 0, sample, strings)
-                    if status != jsonscan.GROW:
-                        break
-                    strings.grow()
-        self._first = self._decode_rows(np.frombuffer(head, np.uint8), sample, np.arange(n)) \
-            if status != jsonscan.BAD else []
+                sample, n, _, status, new = _scan(head, 0, 2000, strings)
+                pending += new
+        self._first = self._decode_rows(head, sample, np.arange(n)) \
+            if status != SCAN.BAD and sample is not None else []
+        self._pending_strings = pending
         self._begin(header, is_array, self._first)
         del sample
         stream = itertools.chain([head], blocks)
         del head
         # A thread scans (and reads, and gunzips) the next blocks while this one converts the rows
         # already scanned: the scanner and file reading release the GIL, so the two overlap on two
-        # cores.  Rows come through the queue in file order.
+        # cores.  Rows come through the queue in file order, each batch with the strings its scan
+        # added to the table (in id order).
         batches: queue.Queue = queue.Queue(maxsize=1)
-        free: queue.Queue = queue.Queue()
-        for _ in range(3):
-            free.put(jsonscan.Columns(SCAN_ROWS))
         stop = threading.Event()
 
         def put(item: tuple) -> bool:
@@ -1121,35 +1204,28 @@ class ChromeReader:
         def produce() -> None:
             try:
                 carry = b""
+                new_strings: list[str] = []
                 for block in stream:
-                    buf = np.frombuffer(carry + bytes(block), np.uint8) if carry else np.frombuffer(block, np.uint8)
+                    buf = carry + bytes(block) if carry else bytes(block)
                     pos = 0
                     while True:
-                        while True:
-                            if stop.is_set():
-                                return
-                            try:
-                                cols = free.get(timeout=0.05)
-                                break
-                            except queue.Empty:
-                                pass
-                        n, pos, status = jsonscan.scan(buf, pos, cols, strings)
-                        if status == jsonscan.BAD:
+                        if stop.is_set():
+                            return
+                        cols, n, pos, status, new = _scan(buf, pos, SCAN_ROWS, strings)
+                        new_strings += new
+                        if status == SCAN.BAD:
                             put(("bad",))
                             return
                         if n:
-                            if not put(("rows", buf, cols, n)):
+                            if not put(("rows", buf, cols, n, new_strings)):
                                 return
-                        else:
-                            free.put(cols)
-                        if status == jsonscan.GROW:
-                            strings.grow()
-                        elif status != jsonscan.FULL:
+                            new_strings = []
+                        if status != SCAN.FULL:
                             break
-                    if status == jsonscan.END:
-                        put(("end", bytes(buf[pos:])))       # the rest of the document after the array
+                    if status == SCAN.END:
+                        put(("end", buf[pos:]))       # the rest of the document after the array
                         return
-                    carry = bytes(buf[pos:])
+                    carry = buf[pos:]
                 put(("truncated",))
             except BaseException as e:                       # handed to the converting thread
                 put(("error", e))
@@ -1162,8 +1238,8 @@ class ChromeReader:
             while True:
                 item = batches.get()
                 if item[0] == "rows":
-                    _, buf, cols, n = item
-                    self._take_rows(buf, cols, strings, n, seq)
+                    _, buf, cols, n, new = item
+                    self._take_rows(buf, cols, new, n, seq)
                     seq += n
                     self.n_events += n
                     batch += 1
@@ -1172,8 +1248,7 @@ class ChromeReader:
                     if self._progress is not None:
                         where, total, stage = self._progress
                         report(stage, where[0] >> 20, total >> 20)
-                    del buf, item
-                    free.put(cols)
+                    del buf, item, cols
                 elif item[0] == "end":
                     self._tail = item[1]
                     break
@@ -1185,10 +1260,12 @@ class ChromeReader:
             stop.set()
             worker.join()
 
-    def _decode_rows(self, buf: np.ndarray, cols: "jsonscan.Columns", rows: np.ndarray) -> list[Event]:
+    def _decode_rows(self, buf: bytes, cols: Rows | None, rows: np.ndarray) -> list[Event]:
         """The events of the given rows, decoded from their own text by msgspec."""
+        if cols is None or not len(rows):
+            return []
         start, end = cols.start, cols.end
-        piece = b"[" + b",".join(buf[start[r]:end[r]].tobytes() for r in rows.tolist()) + b"]"
+        piece = b"[" + b",".join(buf[start[r]:end[r]] for r in rows.tolist()) + b"]"
         try:
             events = _EVENTS.decode(piece)
             if _has_inexact_times(events):
@@ -1197,27 +1274,23 @@ class ChromeReader:
             raise _ChunkFailure from None
         return events
 
-    def _string_ids(self, strings: "jsonscan.Strings") -> np.ndarray:
-        """The model's string id of every scanner string (-1: not valid UTF-8, left to msgspec)."""
-        smap = self._smap
-        n = len(strings)
-        if len(smap) < n:
+    def _string_ids(self, new: list[str]) -> np.ndarray:
+        """The model's string id of every scanner string, given the strings the scanner added since
+        the last call (in id order; the sample's first)."""
+        if self._pending_strings:
+            new = self._pending_strings + new
+            self._pending_strings = []
+        if new:
             intern = self.trace.strings.intern
-            new = np.empty(n - len(smap), np.int32)
-            for k in range(len(smap), n):
-                try:
-                    new[k - len(smap)] = intern(strings.get(k).decode("utf-8"))
-                except UnicodeDecodeError:
-                    new[k - len(smap)] = -1
-            smap = self._smap = np.concatenate([smap, new])
-        return smap
+            self._smap = np.concatenate([self._smap, np.array([intern(x) for x in new], np.int32)])
+        return self._smap
 
-    def _take_instants(self, buf: np.ndarray, cols: "jsonscan.Columns", rows: np.ndarray, n: int, seq0: int,
+    def _take_instants(self, buf: bytes, cols: Rows, rows: np.ndarray, n: int, seq0: int,
                        flags: np.ndarray, name_id: np.ndarray, cat_id: np.ndarray) -> None:
         """Instant rows of the scanner's output: on the thread, the process (``s: "p"``) or the
         global track (``s: "g"``), as :meth:`_instant` puts them."""
         ts, pid, tracks = self._placed(cols, flags, rows)
-        scope = np.where(flags[rows] & jsonscan.F_S, cols.s[rows], ord("t"))
+        scope = np.where(flags[rows] & SCAN.F_S, cols.s[rows], ord("t"))
         for k in np.flatnonzero(scope == ord("g")).tolist():
             tracks[k] = self.global_track()
         for k in np.flatnonzero(scope == ord("p")).tolist():
@@ -1227,7 +1300,7 @@ class ChromeReader:
         t.track.frombytes(tracks.astype(np.int32).tobytes())
         t.name.frombytes(name_id[rows].astype(np.int32).tobytes())
         t.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
-        data, lens = jsonscan.compact(buf, cols, rows)
+        data, lens = SCAN.compact(cols.args, cols.args_off, rows)
         t.args.extend_packed(data, lens)
         self.used["instant"] += len(rows)
         self.on_instants(name_id[rows], ts, pid, data, lens)
@@ -1240,13 +1313,13 @@ class ChromeReader:
         """Like :meth:`on_instant`, for a batch of instants read by the scanner (string ids of their
         names, ns, pids, their args texts back to back and each one's length)."""
 
-    def _placed(self, cols: "jsonscan.Columns", flags: np.ndarray, rows: np.ndarray
+    def _placed(self, cols: Rows, flags: np.ndarray, rows: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ts in ns on the trace's clock, pid, thread track) of scanner rows; a missing pid is 0,
         a missing tid the pid (or 0, as the dialect says)."""
         ts = cols.ts[rows] + self.base_ns
-        pid = np.where(flags[rows] & jsonscan.F_PID, cols.pid[rows], 0)
-        tid = np.where(flags[rows] & jsonscan.F_TID, cols.tid[rows], 0 if self.missing_tid == "zero" else pid)
+        pid = np.where(flags[rows] & SCAN.F_PID, cols.pid[rows], 0)
+        tid = np.where(flags[rows] & SCAN.F_TID, cols.tid[rows], 0 if self.missing_tid == "zero" else pid)
         return ts, pid, self._tracks_of(pid, tid)
 
     def _tracks_of(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -1262,18 +1335,18 @@ class ChromeReader:
         track_of = np.array([thread(p, t).track for p, t in pairs], np.int32)
         return track_of[inv.reshape(-1)]
 
-    def _take_rows(self, buf: np.ndarray, cols: "jsonscan.Columns", strings: "jsonscan.Strings", n: int,
+    def _take_rows(self, buf: bytes, cols: Rows, new_strings: list[str], n: int,
                    seq0: int) -> None:
         """Rows ``0..n-1`` of the scanner's output, numbered from ``seq0`` in the file: complete
         events of the plain shape in bulk, the rest through :meth:`_convert_events`."""
         flags = cols.flags[:n]
-        smap = self._string_ids(strings)
+        smap = self._string_ids(new_strings)
         name = cols.name[:n]
         cat = cols.cat[:n]
         name_id = np.where(name >= 0, smap[np.maximum(name, 0)], 0) if len(smap) else np.zeros(n, np.int32)
         cat_id = np.where(cat >= 0, smap[np.maximum(cat, 0)], 0) if len(smap) else np.zeros(n, np.int32)
-        need = jsonscan.F_TS | jsonscan.F_DUR | jsonscan.F_PH
-        fast = ((flags & (jsonscan.SLOW | need)) == need) & (cols.ph[:n] == ord("X")) & (cols.dur[:n] >= 0) \
+        need = SCAN.F_TS | SCAN.F_DUR | SCAN.F_PH
+        fast = ((flags & (SCAN.SLOW | need)) == need) & (cols.ph[:n] == ord("X")) & (cols.dur[:n] >= 0) \
             & (name_id >= 0) & (cat_id >= 0)
         if not self._plain_times:
             fast[:] = False
@@ -1288,7 +1361,7 @@ class ChromeReader:
             s.track.frombytes(tracks.tobytes())
             s.name.frombytes(name_id[rows].astype(np.int32).tobytes())
             s.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
-            data, lens = jsonscan.compact(buf, cols, rows)
+            data, lens = SCAN.compact(cols.args, cols.args_off, rows)
             s.args.extend_packed(data, lens)
             self._bseq.frombytes((rows + seq0).astype(np.int32).tobytes())
             self._eseq.frombytes(np.full(len(rows), -1, np.int32).tobytes())
@@ -1297,16 +1370,16 @@ class ChromeReader:
             if end > self._acc_max_ts:
                 self._acc_max_ts = end
         # flow events (s/t/f) with an integer id: straight into their flow's list
-        need = jsonscan.F_TS | jsonscan.F_ID | jsonscan.F_PH
+        need = SCAN.F_TS | SCAN.F_ID | SCAN.F_PH
         ph = cols.ph[:n]
-        flow = ((flags & (jsonscan.SLOW | need)) == need) & ((ph == ord("s")) | (ph == ord("t")) | (ph == ord("f"))) \
+        flow = ((flags & (SCAN.SLOW | need)) == need) & ((ph == ord("s")) | (ph == ord("t")) | (ph == ord("f"))) \
             & (name_id >= 0) & (cat_id >= 0)
         if not self._plain_times:
             flow[:] = False
         frows = np.flatnonzero(flow)
         if len(frows):
             ts, _pid, tracks = self._placed(cols, flags, frows)
-            bp_e = ((flags[frows] & jsonscan.F_BP) != 0) & (cols.bp[frows] == ord("e"))
+            bp_e = ((flags[frows] & SCAN.F_BP) != 0) & (cols.bp[frows] == ord("e"))
             self._v1_rows.append((cat_id[frows].astype(np.int32), name_id[frows].astype(np.int32),
                                   cols.id[frows].copy(), ts, (frows + seq0).astype(np.int64), ph[frows].copy(),
                                   tracks.astype(np.int32), bp_e))
@@ -1315,8 +1388,8 @@ class ChromeReader:
                 self._acc_max_ts = top
             fast |= flow
         # instants (i/I/R) without an id: straight into the instants table
-        need = jsonscan.F_TS | jsonscan.F_PH
-        inst = ((flags & (jsonscan.SLOW | need | jsonscan.F_ID)) == need) \
+        need = SCAN.F_TS | SCAN.F_PH
+        inst = ((flags & (SCAN.SLOW | need | SCAN.F_ID)) == need) \
             & ((ph == ord("i")) | (ph == ord("I")) | (ph == ord("R"))) & (name_id >= 0) & (cat_id >= 0)
         if not self._plain_times:
             inst[:] = False

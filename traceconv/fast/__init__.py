@@ -1,4 +1,7 @@
-"""Compiled kernels for the hot paths (scanning event arrays, encoding protobuf).
+"""Compiled numba kernels for the hot paths not yet in the Rust core (encoding protobuf: pbwrite).
+
+The event scanner moved to ``traceconv._core.scan`` (rust/src/scan.rs); the glibc memory helper
+to :mod:`traceconv.memory`.
 
 The per-event work of a conversion -- tens of millions of events -- runs in loops over numpy
 byte buffers compiled by numba, so it costs machine instructions per byte, not Python bytecodes

@@ -1,0 +1,1067 @@
+//! The event scanner, for `traceconv.convert.chrome`: the text of a Chrome/Kineto `traceEvents`
+//! array, a block at a time, into columns (phase, name and category ids, `ts`/`dur` as exact ns,
+//! `pid`/`tid`/`id`, the `s` and `bp` letters, the args object without the whitespace between its
+//! tokens) and a string-interning table.
+//!
+//! serde_json does every piece of the lexing.  Each event is read by a `StreamDeserializer` (which
+//! says where the event ends) through a visitor: keys as borrowed strings (serde_json lends a
+//! `&str` only when there is no escape), name/cat/ph/s/bp as borrowed strings, other values as
+//! `&RawValue` text, and the args object member by member (each key and value as `&RawValue`:
+//! copied as they are, so the compacted args keep every token's own spelling; nested containers
+//! are read the same way, one level at a time).  The code here only
+//!
+//! * skips the whitespace and commas between the array's events and keeps the block-boundary
+//!   bookkeeping (an event cut by the end of a block: `MORE`, scanned again with the next block;
+//!   a block's UTF-8 is checked once, then serde_json reads it as `&str`);
+//! * classifies tokens serde_json has already validated: a string token holds a `\u` escape, a
+//!   number token has an exponent or is long, and turns a number token's digits into exact
+//!   integer ns (µs with up to 3 decimals, no float on the way).
+//!
+//! An event of the plain shape gets its columns filled; any other shape is marked `SLOW` (and
+//! decoded from its own text by the Python reader's general decoder): a field of another type, an
+//! escape in a key or a name, `ts` with an exponent or more than three decimals, args holding
+//! `\u` escapes, exponents or numbers of 100+ characters, a repeated or rare key (`id2`,
+//! `bind_id`, `flow_in`, `flow_out`).  Nothing is dropped and nothing is guessed.  Containers
+//! nested more than [`MAX_DEPTH`] levels inside a value stop the scan with `BAD` (the Python
+//! reader's whole-document path reads such a file, turning deep values into strings).
+//!
+//! The rules are those of the numba scanner this replaces (`traceconv/fast/jsonscan.py` before
+//! it was removed); `tests/test_scan.py` keeps a pure-Python reference of them and compares.
+//! Nothing here panics on any input (every index is checked first, no unwrap): bad text is a
+//! status, bad arguments a ValueError.
+
+use indexmap::IndexSet;
+use numpy::{IntoPyArray, PyArray1};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use rustc_hash::FxBuildHasher;
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use smallvec::SmallVec;
+use std::fmt;
+use std::sync::Mutex;
+
+use crate::nest::{column, Column};
+
+// status returned by scan()
+/// The text ended (possibly inside an event): call again from `pos` with more text.
+pub const MORE: i32 = 0;
+/// The array's closing `]` was read; `pos` is just after it.
+pub const END: i32 = 1;
+/// `cap` events were scanned: take them and call again from `pos`.
+pub const FULL: i32 = 2;
+/// Not the JSON of an array of objects at `pos`.
+pub const BAD: i32 = -1;
+
+// flags of a row: which fields it has; SLOW: leave the event to the general decoder
+pub const F_NAME: i32 = 1;
+pub const F_CAT: i32 = 1 << 1;
+pub const F_TS: i32 = 1 << 2;
+pub const F_DUR: i32 = 1 << 3;
+pub const F_PID: i32 = 1 << 4;
+pub const F_TID: i32 = 1 << 5;
+pub const F_ID: i32 = 1 << 6;
+pub const F_ARGS: i32 = 1 << 7;
+pub const F_S: i32 = 1 << 8;
+pub const F_BP: i32 = 1 << 9;
+pub const F_PH: i32 = 1 << 10;
+pub const SLOW: i32 = 1 << 15;
+
+/// Containers nested deeper than this inside one value (an event's args, a header value) stop
+/// the scan with `BAD`.
+pub const MAX_DEPTH: u32 = 63;
+/// `ts`/`dur` of this many µs or more are left to the general decoder (as MAX_US in chrome.py).
+const MAX_US: i64 = 4_000_000_000_000_000;
+
+// what walk() finds in a value
+const W_UESC: u32 = 2; // a string (or key) with a \u escape
+const W_EXP: u32 = 8; // a number with an exponent
+const W_LONG: u32 = 16; // a number of 100+ characters
+
+// ---------------------------------------------------------------- the interning table
+
+type Table = IndexSet<Box<str>, FxBuildHasher>;
+
+/// Names and categories seen by the scanner, each with its id (the order it was first seen in).
+/// Lives as long as a file's reading; `scan` returns the strings each call added, in id order.
+#[pyclass(frozen, module = "traceconv._core.scan")]
+pub struct Strings {
+    table: Mutex<Table>,
+}
+
+impl Strings {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        // a poisoned lock (a panic elsewhere while it was held) still holds a consistent table:
+        // strings are only ever appended
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[pymethods]
+impl Strings {
+    #[new]
+    fn new() -> Self {
+        Strings {
+            table: Mutex::new(Table::default()),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// The string of id `i`.
+    fn get(&self, i: usize) -> PyResult<String> {
+        match self.lock().get_index(i) {
+            Some(s) => Ok(s.to_string()),
+            None => Err(PyValueError::new_err(format!("no string of id {i}"))),
+        }
+    }
+
+    /// Bytes held by the table's strings (the #8 check: the table grows with the text it holds,
+    /// never by doubling past it).
+    fn nbytes(&self) -> usize {
+        self.lock().iter().map(|s| s.len()).sum()
+    }
+}
+
+fn intern(t: &mut Table, s: &str) -> i32 {
+    if let Some(i) = t.get_index_of(s) {
+        return i as i32;
+    }
+    t.insert_full(s.into()).0 as i32
+}
+
+// ---------------------------------------------------------------- the columns
+
+/// One call's rows.
+#[derive(Default)]
+pub struct Cols {
+    pub start: Vec<i64>,
+    pub end: Vec<i64>,
+    pub flags: Vec<i32>,
+    pub ph: Vec<u8>,
+    pub name: Vec<i32>,
+    pub cat: Vec<i32>,
+    pub ts: Vec<i64>,
+    pub dur: Vec<i64>,
+    pub pid: Vec<i64>,
+    pub tid: Vec<i64>,
+    pub id: Vec<i64>,
+    pub s: Vec<u8>,
+    pub bp: Vec<u8>,
+    /// each row's args object without whitespace, back to back (`{}` and no args: empty)
+    pub args: Vec<u8>,
+    /// row r's compacted args are `args[args_off[r]..args_off[r + 1]]`
+    pub args_off: Vec<i64>,
+}
+
+// ---------------------------------------------------------------- reading one event
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Other,
+    Ph,
+    Name,
+    Cat,
+    Ts,
+    Dur,
+    Pid,
+    Tid,
+    Id,
+    Args,
+    S,
+    Bp,
+    Rare,
+}
+
+/// A member's value, as the event's reader keeps it.
+enum Val<'de> {
+    /// a string without escapes (name, cat, ph, s, bp)
+    Str(&'de str),
+    /// a string with escapes (name, cat, ph, s, bp)
+    Escaped,
+    /// a value of another type where a string was expected (its depth already checked)
+    NotStr,
+    /// any other member's value, as text
+    Raw(&'de RawValue),
+    /// an args object (compacted into `RawEvent::args`)
+    ArgsObject,
+    /// args of another type (its depth already checked)
+    ArgsOther,
+}
+
+/// An event's members in text order, as serde_json read them (borrowed from the text), and its
+/// last args object without whitespace.
+struct RawEvent<'de> {
+    members: SmallVec<[(Key, Val<'de>); 12]>,
+    escaped_key: bool,
+    /// a value nested deeper than MAX_DEPTH
+    deep: bool,
+    args: Vec<u8>,
+    /// what the args objects hold (W_* bits)
+    args_flags: u32,
+}
+
+fn key_of(k: &str) -> Key {
+    match k {
+        "ph" => Key::Ph,
+        "name" => Key::Name,
+        "cat" => Key::Cat,
+        "ts" => Key::Ts,
+        "dur" => Key::Dur,
+        "pid" => Key::Pid,
+        "tid" => Key::Tid,
+        "id" => Key::Id,
+        "args" => Key::Args,
+        "s" => Key::S,
+        "bp" => Key::Bp,
+        "id2" | "bind_id" | "flow_in" | "flow_out" => Key::Rare,
+        _ => Key::Other,
+    }
+}
+
+/// An event's key: which one, and whether it has escapes (serde_json hands over a borrowed
+/// string only when it has none).
+struct KeySeed;
+
+impl<'de> de::DeserializeSeed<'de> for KeySeed {
+    type Value = (Key, bool);
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(Key, bool), D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = (Key, bool);
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, k: &'de str) -> Result<(Key, bool), E> {
+        Ok((key_of(k), false))
+    }
+    fn visit_str<E: de::Error>(self, _k: &str) -> Result<(Key, bool), E> {
+        Ok((Key::Other, true))
+    }
+}
+
+/// The members of a container value nobody keeps, read to check their depth (`level`: the
+/// container's own).
+fn check_members<'de, A: SeqAccess<'de>>(
+    mut seq: A,
+    level: u32,
+    deep: &mut bool,
+) -> Result<(), A::Error> {
+    while let Some(v) = seq.next_element::<&RawValue>()? {
+        if walk(v.get(), level + 1, &mut None).is_err() {
+            *deep = true;
+        }
+    }
+    Ok(())
+}
+
+fn check_entries<'de, A: MapAccess<'de>>(
+    mut map: A,
+    level: u32,
+    deep: &mut bool,
+) -> Result<(), A::Error> {
+    while let Some((_k, v)) = map.next_entry::<&RawValue, &RawValue>()? {
+        if walk(v.get(), level + 1, &mut None).is_err() {
+            *deep = true;
+        }
+    }
+    Ok(())
+}
+
+/// The value of name, cat, ph, s or bp.
+struct StrSeed<'a> {
+    deep: &'a mut bool,
+}
+
+impl<'de, 'a> de::DeserializeSeed<'de> for StrSeed<'a> {
+    type Value = Val<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Val<'de>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, 'a> Visitor<'de> for StrSeed<'a> {
+    type Value = Val<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a value")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Val<'de>, E> {
+        Ok(Val::Str(s))
+    }
+    fn visit_str<E: de::Error>(self, _s: &str) -> Result<Val<'de>, E> {
+        Ok(Val::Escaped)
+    }
+    fn visit_bool<E: de::Error>(self, _v: bool) -> Result<Val<'de>, E> {
+        Ok(Val::NotStr)
+    }
+    fn visit_i64<E: de::Error>(self, _v: i64) -> Result<Val<'de>, E> {
+        Ok(Val::NotStr)
+    }
+    fn visit_u64<E: de::Error>(self, _v: u64) -> Result<Val<'de>, E> {
+        Ok(Val::NotStr)
+    }
+    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Val<'de>, E> {
+        Ok(Val::NotStr)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
+        Ok(Val::NotStr)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Val<'de>, A::Error> {
+        check_members(seq, 1, self.deep)?;
+        Ok(Val::NotStr)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Val<'de>, A::Error> {
+        check_entries(map, 1, self.deep)?;
+        Ok(Val::NotStr)
+    }
+}
+
+/// The args value: an object is compacted into `out` as serde_json reads it (each key and value
+/// as its raw text, nested containers walked), anything else only checked for depth.
+struct ArgsSeed<'a> {
+    out: &'a mut Vec<u8>,
+    flags: &'a mut u32,
+    deep: &'a mut bool,
+}
+
+impl<'de, 'a> de::DeserializeSeed<'de> for ArgsSeed<'a> {
+    type Value = Val<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Val<'de>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, 'a> Visitor<'de> for ArgsSeed<'a> {
+    type Value = Val<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Val<'de>, A::Error> {
+        let out = self.out;
+        out.clear();
+        out.reserve(256);
+        out.push(b'{');
+        let mut first = true;
+        while let Some((k, v)) = map.next_entry::<&RawValue, &RawValue>()? {
+            if *self.deep {
+                continue; // the event is BAD: only read on to its end
+            }
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            let key = k.get();
+            if has_u_escape(key) {
+                *self.flags |= W_UESC;
+            }
+            out.extend_from_slice(key.as_bytes());
+            out.push(b':');
+            match walk(v.get(), 2, &mut Some(&mut *out)) {
+                Ok(f) => *self.flags |= f,
+                Err(()) => *self.deep = true,
+            }
+        }
+        out.push(b'}');
+        Ok(Val::ArgsObject)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Val<'de>, A::Error> {
+        check_members(seq, 1, self.deep)?;
+        Ok(Val::ArgsOther)
+    }
+    fn visit_borrowed_str<E: de::Error>(self, _s: &'de str) -> Result<Val<'de>, E> {
+        Ok(Val::ArgsOther)
+    }
+    fn visit_str<E: de::Error>(self, _s: &str) -> Result<Val<'de>, E> {
+        Ok(Val::ArgsOther)
+    }
+    fn visit_bool<E: de::Error>(self, _v: bool) -> Result<Val<'de>, E> {
+        Ok(Val::ArgsOther)
+    }
+    fn visit_i64<E: de::Error>(self, _v: i64) -> Result<Val<'de>, E> {
+        Ok(Val::ArgsOther)
+    }
+    fn visit_u64<E: de::Error>(self, _v: u64) -> Result<Val<'de>, E> {
+        Ok(Val::ArgsOther)
+    }
+    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Val<'de>, E> {
+        Ok(Val::ArgsOther)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
+        Ok(Val::ArgsOther)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawEvent<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawEvent<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an event object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut ev = RawEvent {
+                    members: SmallVec::new(),
+                    escaped_key: false,
+                    deep: false,
+                    args: Vec::new(),
+                    args_flags: 0,
+                };
+                while let Some((key, escaped)) = map.next_key_seed(KeySeed)? {
+                    ev.escaped_key |= escaped;
+                    let v = match key {
+                        Key::Name | Key::Cat | Key::Ph | Key::S | Key::Bp => {
+                            map.next_value_seed(StrSeed { deep: &mut ev.deep })?
+                        }
+                        Key::Args => map.next_value_seed(ArgsSeed {
+                            out: &mut ev.args,
+                            flags: &mut ev.args_flags,
+                            deep: &mut ev.deep,
+                        })?,
+                        _ => Val::Raw(map.next_value::<&'de RawValue>()?),
+                    };
+                    ev.members.push((key, v));
+                }
+                Ok(ev)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Whether a string token (validated by serde_json) holds a `\u` escape.
+fn has_u_escape(raw: &str) -> bool {
+    if !raw.contains('\\') {
+        return false; // (a memchr: most strings have no escape at all)
+    }
+    let mut it = raw.bytes();
+    while let Some(c) = it.next() {
+        if c == b'\\' && it.next() == Some(b'u') {
+            return true;
+        }
+    }
+    false
+}
+
+/// A number token of µs → exact ns: integers and up to 3 decimals, below ±MAX_US; anything else
+/// (an exponent, more decimals, 17+ integer digits) is None.
+fn us_to_ns(raw: &str) -> Option<i64> {
+    let (neg, t) = match raw.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, raw),
+    };
+    let (ip, fp) = t.split_once('.').unwrap_or((t, ""));
+    if ip.is_empty()
+        || ip.len() > 16
+        || fp.len() > 3
+        || !ip.bytes().all(|c| c.is_ascii_digit())
+        || !fp.bytes().all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let v: i64 = ip.parse().ok()?;
+    if v >= MAX_US {
+        return None;
+    }
+    let mut frac: i64 = if fp.is_empty() { 0 } else { fp.parse().ok()? };
+    for _ in fp.len()..3 {
+        frac *= 10;
+    }
+    let ns = v * 1000 + frac;
+    Some(if neg { -ns } else { ns })
+}
+
+/// A number token that is an integer of at most 18 digits.
+fn small_int(raw: &str) -> Option<i64> {
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    raw.parse().ok()
+}
+
+/// Walk a value serde_json has validated (`raw`, at nesting `level`, 1 for the outermost
+/// container): what it holds (`W_*` bits), and, with `out`, its text without whitespace between
+/// tokens appended there (each leaf token copied as it is).  Err: nested deeper than MAX_DEPTH.
+fn walk(raw: &str, level: u32, out: &mut Option<&mut Vec<u8>>) -> Result<u32, ()> {
+    match raw.as_bytes().first() {
+        Some(b'{') | Some(b'[') => {
+            if level > MAX_DEPTH {
+                return Err(());
+            }
+            let mut w = Walker {
+                level,
+                out,
+                flags: 0,
+                deep: false,
+            };
+            let mut de = serde_json::Deserializer::from_str(raw);
+            let ok = Walk(&mut w).deserialize(&mut de).is_ok();
+            if !ok || w.deep {
+                return Err(());
+            }
+            Ok(w.flags)
+        }
+        Some(b'"') => {
+            if let Some(o) = out {
+                o.extend_from_slice(raw.as_bytes());
+            }
+            Ok(if has_u_escape(raw) { W_UESC } else { 0 })
+        }
+        Some(_) => {
+            if let Some(o) = out {
+                o.extend_from_slice(raw.as_bytes());
+            }
+            let mut f = 0;
+            let b = raw.as_bytes();
+            if matches!(b.first(), Some(b'-') | Some(b'0'..=b'9')) {
+                if b.iter().any(|&c| c == b'e' || c == b'E') {
+                    f |= W_EXP;
+                }
+                if b.len() >= 100 {
+                    f |= W_LONG;
+                }
+            }
+            Ok(f)
+        }
+        None => Err(()),
+    }
+}
+
+struct Walker<'a, 'o> {
+    level: u32,
+    out: &'a mut Option<&'o mut Vec<u8>>,
+    flags: u32,
+    deep: bool,
+}
+
+/// One container level: its members read by serde_json as raw text, each walked in turn.
+struct Walk<'w, 'a, 'o>(&'w mut Walker<'a, 'o>);
+
+impl<'de, 'w, 'a, 'o> de::DeserializeSeed<'de> for Walk<'w, 'a, 'o> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'w, 'a, 'o> Walk<'w, 'a, 'o> {
+    fn push(&mut self, c: u8) {
+        if let Some(o) = self.0.out.as_deref_mut() {
+            o.push(c);
+        }
+    }
+    fn child(&mut self, raw: &str) -> bool {
+        match walk(raw, self.0.level + 1, &mut *self.0.out) {
+            Ok(f) => {
+                self.0.flags |= f;
+                true
+            }
+            Err(()) => {
+                self.0.deep = true;
+                false
+            }
+        }
+    }
+}
+
+impl<'de, 'w, 'a, 'o> Visitor<'de> for Walk<'w, 'a, 'o> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object or array")
+    }
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        self.push(b'{');
+        let mut first = true;
+        while let Some(k) = map.next_key::<&RawValue>()? {
+            let v: &RawValue = map.next_value()?;
+            if !first {
+                self.push(b',');
+            }
+            first = false;
+            let key = k.get();
+            if has_u_escape(key) {
+                self.0.flags |= W_UESC;
+            }
+            if let Some(o) = self.0.out.as_deref_mut() {
+                o.extend_from_slice(key.as_bytes());
+                o.push(b':');
+            }
+            if !self.child(v.get()) {
+                return Err(de::Error::custom("too deep"));
+            }
+        }
+        self.push(b'}');
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        self.push(b'[');
+        let mut first = true;
+        while let Some(v) = seq.next_element::<&RawValue>()? {
+            if !first {
+                self.push(b',');
+            }
+            first = false;
+            if !self.child(v.get()) {
+                return Err(de::Error::custom("too deep"));
+            }
+        }
+        self.push(b']');
+        Ok(())
+    }
+}
+
+fn is_ws(c: u8) -> bool {
+    c == b' ' || c == b'\n' || c == b'\r' || c == b'\t'
+}
+
+fn skip_ws_at(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && is_ws(b[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// Whether serde_json's error `e` on `text` comes from the text ending (more text may complete
+/// it): an end-of-input error, or one it places at the very end (a number cut after its `-`,
+/// `.` or `e`, which serde_json reports as an invalid number).
+fn cut_short(text: &[u8], e: &serde_json::Error) -> bool {
+    if e.is_eof() {
+        return true;
+    }
+    // serde_json places an error by line (1-based) and byte column within it
+    let line_start = match e.line() {
+        0 | 1 => 0,
+        l => match text
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c == b'\n')
+            .nth(l - 2)
+        {
+            Some((k, _)) => k + 1,
+            None => return false,
+        },
+    };
+    line_start + e.column() >= text.len()
+        && matches!(
+            text.last(),
+            Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+        )
+}
+
+enum EventOutcome {
+    Row,
+    More,
+    Bad,
+}
+
+/// One event at `b[i]` (a `{`): its row appended to `c`, or why not.  `end` is set just past it.
+fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usize) -> EventOutcome {
+    let Some(text) = b.get(i..) else {
+        return EventOutcome::Bad;
+    };
+    // from a &str: serde_json checks no UTF-8 again (scan_kernel checked the block once)
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<RawEvent>();
+    let ev = match stream.next() {
+        Some(Ok(ev)) => ev,
+        Some(Err(e)) if !cut_short(text.as_bytes(), &e) => return EventOutcome::Bad,
+        _ => return EventOutcome::More,
+    };
+    if ev.deep {
+        return EventOutcome::Bad;
+    }
+    *end = i + stream.byte_offset();
+    let mut fl = if ev.escaped_key { SLOW } else { 0 };
+    let (mut nm, mut ct) = (-1, -1);
+    let (mut ph, mut sc, mut bp) = (0u8, 0u8, 0u8);
+    let (mut ts, mut dur, mut pid, mut tid, mut id) = (0i64, 0i64, 0i64, 0i64, 0i64);
+    let mut args_kept = false;
+    for (key, v) in ev.members.iter() {
+        let key = *key;
+        match v {
+            Val::ArgsObject | Val::ArgsOther => {
+                if fl & F_ARGS != 0 {
+                    fl |= SLOW;
+                }
+                fl |= F_ARGS;
+                if matches!(v, Val::ArgsObject) {
+                    args_kept = true;
+                    if ev.args_flags & (W_UESC | W_EXP | W_LONG) != 0 {
+                        fl |= SLOW;
+                    }
+                } else {
+                    fl |= SLOW;
+                }
+            }
+            Val::Escaped | Val::NotStr => fl |= SLOW,
+            Val::Str(s) => match key {
+                Key::Name | Key::Cat => {
+                    let sid = intern(table, s);
+                    let f = if key == Key::Name { F_NAME } else { F_CAT };
+                    if fl & f != 0 {
+                        fl |= SLOW;
+                    }
+                    fl |= f;
+                    if key == Key::Name {
+                        nm = sid;
+                    } else {
+                        ct = sid;
+                    }
+                }
+                _ => {
+                    let f = match key {
+                        Key::Ph => F_PH,
+                        Key::S => F_S,
+                        _ => F_BP,
+                    };
+                    if fl & f != 0 || s.len() != 1 {
+                        fl |= SLOW;
+                    }
+                    fl |= f;
+                    let ch = if s.len() == 1 { s.as_bytes()[0] } else { 0 };
+                    match key {
+                        Key::Ph => ph = ch,
+                        Key::S => sc = ch,
+                        _ => bp = ch,
+                    }
+                }
+            },
+            Val::Raw(v) => {
+                let raw = v.get();
+                let first = raw.as_bytes().first().copied().unwrap_or(0);
+                let is_number = first == b'-' || first.is_ascii_digit();
+                match key {
+                    Key::Ts | Key::Dur | Key::Pid | Key::Tid | Key::Id if is_number => {
+                        let (f, got) = match key {
+                            Key::Ts => (F_TS, us_to_ns(raw).inspect(|&x| ts = x)),
+                            Key::Dur => (F_DUR, us_to_ns(raw).inspect(|&x| dur = x)),
+                            Key::Pid => (F_PID, small_int(raw).inspect(|&x| pid = x)),
+                            Key::Tid => (F_TID, small_int(raw).inspect(|&x| tid = x)),
+                            _ => (F_ID, small_int(raw).inspect(|&x| id = x)),
+                        };
+                        if got.is_none() || fl & f != 0 {
+                            fl |= SLOW;
+                        }
+                        fl |= f;
+                        continue;
+                    }
+                    Key::Other => {}
+                    _ => fl |= SLOW, // a known key with a value of another type, or a rare one
+                }
+                // a value not kept: only its depth matters
+                if (first == b'{' || first == b'[') && walk(raw, 1, &mut None).is_err() {
+                    return EventOutcome::Bad;
+                }
+            }
+        }
+    }
+    if args_kept && ev.args.len() > 2 {
+        c.args.extend_from_slice(&ev.args); // (`{}`: no args)
+    }
+    c.start.push(i as i64);
+    c.end.push(*end as i64);
+    c.flags.push(fl);
+    c.ph.push(if fl & F_PH != 0 { ph } else { 0 });
+    c.name.push(nm);
+    c.cat.push(ct);
+    c.ts.push(ts);
+    c.dur.push(dur);
+    c.pid.push(pid);
+    c.tid.push(tid);
+    c.id.push(id);
+    c.s.push(sc);
+    c.bp.push(bp);
+    c.args_off.push(c.args.len() as i64);
+    EventOutcome::Row
+}
+
+/// Scan events from `b[pos..]`, at most `cap`: (rows, where to go on, status).
+pub fn scan_kernel(bytes: &[u8], pos: usize, cap: usize, table: &mut Table) -> (Cols, usize, i32) {
+    let c = Cols {
+        args_off: vec![0],
+        ..Cols::default()
+    };
+    // The text as UTF-8, checked once here: up to a character cut by the block's end (it is in
+    // an event the next call reads again with more text), or up to a byte that is not UTF-8
+    // (the scan then stops there with BAD, not MORE: no more text makes it valid).
+    let from = pos.min(bytes.len());
+    let (valid, invalid) = match std::str::from_utf8(&bytes[from..]) {
+        Ok(_) => (bytes.len(), false),
+        Err(e) => (from + e.valid_up_to(), e.error_len().is_some()),
+    };
+    let Ok(b) = std::str::from_utf8(&bytes[..valid]) else {
+        return (c, pos, BAD); // (never: the prefix is valid; the text before `from` was too)
+    };
+    let (c, pos, status) = scan_str(b, pos, cap, table, c);
+    if status == MORE && invalid && valid < bytes.len() {
+        return (c, pos, BAD);
+    }
+    (c, pos, status)
+}
+
+fn scan_str(
+    text: &str,
+    mut pos: usize,
+    cap: usize,
+    table: &mut Table,
+    mut c: Cols,
+) -> (Cols, usize, i32) {
+    let b = text.as_bytes();
+    let n = b.len();
+    let mut rows = 0usize;
+    loop {
+        // between events: whitespace, a comma, or the array's end
+        let mut i = skip_ws_at(b, pos);
+        if i >= n {
+            return (c, pos.min(n), MORE);
+        }
+        if b[i] == b',' {
+            i = skip_ws_at(b, i + 1);
+            if i >= n {
+                return (c, pos, MORE);
+            }
+        }
+        match b[i] {
+            b']' => return (c, i + 1, END),
+            b'{' => {}
+            _ => return (c, i, BAD),
+        }
+        if rows >= cap {
+            return (c, i, FULL);
+        }
+        let mut end = i;
+        match scan_event(text, i, table, &mut c, &mut end) {
+            EventOutcome::Row => {
+                rows += 1;
+                pos = end;
+            }
+            EventOutcome::More => return (c, i, MORE),
+            EventOutcome::Bad => return (c, i, BAD),
+        }
+    }
+}
+
+fn cols_dict<'py>(py: Python<'py>, c: Cols) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("start", c.start.into_pyarray(py))?;
+    d.set_item("end", c.end.into_pyarray(py))?;
+    d.set_item("flags", c.flags.into_pyarray(py))?;
+    d.set_item("ph", c.ph.into_pyarray(py))?;
+    d.set_item("name", c.name.into_pyarray(py))?;
+    d.set_item("cat", c.cat.into_pyarray(py))?;
+    d.set_item("ts", c.ts.into_pyarray(py))?;
+    d.set_item("dur", c.dur.into_pyarray(py))?;
+    d.set_item("pid", c.pid.into_pyarray(py))?;
+    d.set_item("tid", c.tid.into_pyarray(py))?;
+    d.set_item("id", c.id.into_pyarray(py))?;
+    d.set_item("s", c.s.into_pyarray(py))?;
+    d.set_item("bp", c.bp.into_pyarray(py))?;
+    d.set_item("args", c.args.into_pyarray(py))?;
+    d.set_item("args_off", c.args_off.into_pyarray(py))?;
+    Ok(d)
+}
+
+/// scan(text, pos, cap, strings) -> (columns, pos, status, new_strings)
+///
+/// Scan at most `cap` events from `text[pos:]` (the text of an event array after its `[`, or a
+/// block of it).  `columns` is a dict of NumPy arrays, one row per event scanned (`start`, `end`,
+/// `flags`, `ph`, `name`, `cat` (ids in `strings`, -1: none), `ts`, `dur` (ns), `pid`, `tid`,
+/// `id`, `s`, `bp`, and `args`/`args_off` (row r's args
+/// without whitespace: `args[args_off[r]:args_off[r + 1]]`, empty for none or `{}`)); `pos` is
+/// where to go on; `status` why it stopped (MORE, END, FULL, BAD); `new_strings` the strings this
+/// call added to `strings`, in id order.  Runs without the GIL.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn scan<'py>(
+    py: Python<'py>,
+    text: &[u8],
+    pos: usize,
+    cap: usize,
+    strings: &Bound<'py, Strings>,
+) -> PyResult<(Bound<'py, PyDict>, usize, i32, Bound<'py, PyList>)> {
+    let st = strings.get();
+    let (c, pos, status, new) = py.detach(|| {
+        let mut t = st.lock();
+        let before = t.len();
+        let (c, pos, status) = scan_kernel(text, pos, cap, &mut t);
+        let new: Vec<Box<str>> = (before..t.len())
+            .filter_map(|k| t.get_index(k).cloned())
+            .collect();
+        (c, pos, status, new)
+    });
+    let new = PyList::new(py, new.iter().map(|s| &**s))?;
+    Ok((cols_dict(py, c)?, pos, status, new))
+}
+
+/// compact(args, args_off, rows) -> (data, lens)
+///
+/// The compacted args of `rows` (from scan's `args`/`args_off`) back to back, and each one's
+/// length (0: none).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn compact<'py>(
+    py: Python<'py>,
+    args: Column<'py, u8>,
+    args_off: Column<'py, i64>,
+    rows: Column<'py, i64>,
+) -> PyResult<(Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>)> {
+    let (data, off, rows) = (column(&args), column(&args_off), column(&rows));
+    let out = py.detach(|| -> Result<(Vec<u8>, Vec<i64>), String> {
+        let mut lens = Vec::with_capacity(rows.len());
+        let mut total = 0usize;
+        let mut spans = Vec::with_capacity(rows.len());
+        for &r in rows.iter() {
+            let r = usize::try_from(r).map_err(|_| format!("compact: row {r} out of range"))?;
+            let (Some(&lo), Some(&hi)) = (off.get(r), off.get(r + 1)) else {
+                return Err(format!("compact: row {r} out of range"));
+            };
+            let (lo, hi) = (lo as usize, hi as usize);
+            if lo > hi || hi > data.len() {
+                return Err(format!("compact: row {r}'s span is outside the data"));
+            }
+            spans.push((lo, hi));
+            total += hi - lo;
+            lens.push((hi - lo) as i64);
+        }
+        let mut out = Vec::with_capacity(total);
+        for (lo, hi) in spans {
+            out.extend_from_slice(&data[lo..hi]);
+        }
+        Ok((out, lens))
+    });
+    let (out, lens) = out.map_err(PyValueError::new_err)?;
+    Ok((out.into_pyarray(py), lens.into_pyarray(py)))
+}
+
+/// The index of the first non-whitespace byte at or after `i` (`len(buf)` if none).
+#[pyfunction]
+fn skip_ws(buf: &[u8], i: usize) -> usize {
+    skip_ws_at(buf, i.min(buf.len()))
+}
+
+/// value_end(buf, i) -> int: the index just after the JSON value at `buf[i]` (after whitespace):
+/// -1 if the bytes end first (a number that reaches the end may go on), -2 if it is not JSON or
+/// is nested deeper than MAX_DEPTH.
+#[pyfunction]
+fn value_end(buf: &[u8], i: usize) -> i64 {
+    let Some(text) = buf.get(i..) else {
+        return -1;
+    };
+    let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<&RawValue>();
+    match stream.next() {
+        None => -1,
+        Some(Err(e)) => {
+            if cut_short(text, &e) {
+                -1
+            } else {
+                -2
+            }
+        }
+        Some(Ok(v)) => {
+            let end = i + stream.byte_offset();
+            let raw = v.get();
+            let first = raw.as_bytes().first().copied().unwrap_or(0);
+            if (first == b'-' || first.is_ascii_digit()) && end >= buf.len() {
+                return -1;
+            }
+            if walk(raw, 1, &mut None).is_err() {
+                return -2;
+            }
+            end as i64
+        }
+    }
+}
+
+/// deep_spans(data, limit) -> list[(start, end)]: the containers of `data` that open deeper than
+/// `limit` levels (outermost only); one the text ends inside ends at the text's end.
+///
+/// The one byte loop here that follows strings: it must work on text that is not JSON (the
+/// repairing path's input: truncated, trailing commas, bad escapes), which no JSON parser reads;
+/// it only tracks whether it is inside a string (a quote not escaped by a backslash) and the
+/// bracket depth, and reads no value.
+#[pyfunction]
+fn deep_spans(py: Python<'_>, data: &[u8], limit: usize) -> Vec<(usize, usize)> {
+    py.detach(|| {
+        let mut out = Vec::new();
+        let mut depth = 0usize;
+        let mut instr = false;
+        let mut open_at: Option<usize> = None;
+        let mut i = 0usize;
+        let n = data.len();
+        while i < n {
+            let c = data[i];
+            if instr {
+                if c == b'\\' {
+                    i += 2;
+                    continue;
+                }
+                if c == b'"' {
+                    instr = false;
+                }
+                i += 1;
+                continue;
+            }
+            match c {
+                b'"' => instr = true,
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth == limit + 1 {
+                        open_at = Some(i);
+                    }
+                }
+                b'}' | b']' => {
+                    if depth == limit + 1 {
+                        if let Some(s) = open_at.take() {
+                            out.push((s, i + 1));
+                        }
+                    }
+                    depth = depth.saturating_sub(1);
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        if let Some(s) = open_at {
+            out.push((s, n));
+        }
+        out
+    })
+}
+
+pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
+    let m = PyModule::new(core.py(), "scan")?;
+    m.add_class::<Strings>()?;
+    m.add_function(wrap_pyfunction!(scan, &m)?)?;
+    m.add_function(wrap_pyfunction!(compact, &m)?)?;
+    m.add_function(wrap_pyfunction!(skip_ws, &m)?)?;
+    m.add_function(wrap_pyfunction!(value_end, &m)?)?;
+    m.add_function(wrap_pyfunction!(deep_spans, &m)?)?;
+    for (k, v) in [
+        ("MORE", MORE),
+        ("END", END),
+        ("FULL", FULL),
+        ("BAD", BAD),
+        ("F_NAME", F_NAME),
+        ("F_CAT", F_CAT),
+        ("F_TS", F_TS),
+        ("F_DUR", F_DUR),
+        ("F_PID", F_PID),
+        ("F_TID", F_TID),
+        ("F_ID", F_ID),
+        ("F_ARGS", F_ARGS),
+        ("F_S", F_S),
+        ("F_BP", F_BP),
+        ("F_PH", F_PH),
+        ("SLOW", SLOW),
+    ] {
+        m.add(k, v)?;
+    }
+    m.add("MAX_DEPTH", MAX_DEPTH)?;
+    core.add_submodule(&m)
+}

@@ -1,0 +1,485 @@
+"""The compiled event scanner (``traceconv._core.scan``, rust/src/scan.rs) against a reference.
+
+The reference is the rule set of the numba scanner it replaced, stated here in plain Python over a
+model of the JSON text: hypothesis draws events as trees of typed nodes (strings with or without
+escapes, number tokens as text, literals, arrays, objects), renders them with random whitespace,
+and computes the row each event must give -- which fields, which flags, SLOW or not, the ns of
+``ts``/``dur``, the args object without whitespace, the order names and categories are interned
+in -- and whether the text must stop the scan (nesting deeper than 63).  The scanner is fed the
+text cut into random blocks, as the reader's producer thread feeds it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traceconv import _core
+
+S = _core.scan
+MAX_US = 4_000_000_000_000_000
+FLAG = {"name": S.F_NAME, "cat": S.F_CAT, "ts": S.F_TS, "dur": S.F_DUR, "pid": S.F_PID, "tid": S.F_TID,
+        "id": S.F_ID, "args": S.F_ARGS, "s": S.F_S, "bp": S.F_BP, "ph": S.F_PH}
+RARE = {"id2", "bind_id", "flow_in", "flow_out"}
+
+
+# ---------------------------------------------------------------- a model of JSON text
+
+@dataclass
+class Str:
+    s: str
+    style: str          # "plain" (no escape), "esc" (escapes, no \u), "u" (\u escapes)
+
+    def render(self, ws: str) -> str:
+        if self.style == "plain":
+            return '"' + self.s + '"'
+        if self.style == "u":       # always at least one \u escape
+            return '"\\u0041' + json.dumps(self.s, ensure_ascii=True)[1:]
+        return json.dumps(self.s, ensure_ascii=False)
+
+
+@dataclass
+class Num:
+    text: str
+
+    def render(self, ws: str) -> str:
+        return self.text
+
+
+@dataclass
+class Lit:
+    text: str
+
+    def render(self, ws: str) -> str:
+        return self.text
+
+
+@dataclass
+class Arr:
+    items: list
+
+    def render(self, ws: str) -> str:
+        return "[" + ws + ("," + ws).join(v.render(ws) for v in self.items) + ws + "]"
+
+
+@dataclass
+class Obj:
+    pairs: list        # (Str key, node)
+
+    def render(self, ws: str) -> str:
+        return "{" + ws + ("," + ws).join(k.render(ws) + ws + ":" + ws + v.render(ws) for k, v in self.pairs) \
+            + ws + "}"
+
+
+def depth(v) -> int:
+    if isinstance(v, Arr):
+        return 1 + max((depth(x) for x in v.items), default=0)
+    if isinstance(v, Obj):
+        return 1 + max((depth(x) for _, x in v.pairs), default=0)
+    return 0
+
+
+def walk_flags(v) -> tuple[bool, bool, bool]:
+    """(a \\u escape, an exponent, a number of 100+ characters) anywhere in v, keys included."""
+    if isinstance(v, Str):
+        return v.style == "u", False, False
+    if isinstance(v, Num):
+        return False, "e" in v.text.lower(), len(v.text) >= 100
+    kids = v.items if isinstance(v, Arr) else [x for kv in v.pairs for x in kv] if isinstance(v, Obj) else []
+    out = [False, False, False]
+    for k in kids:
+        out = [a or b for a, b in zip(out, walk_flags(k))]
+    return tuple(out)  # type: ignore[return-value]
+
+
+plain_text = st.text(st.characters(blacklist_characters='"\\', blacklist_categories=("Cs", "Cc")), max_size=6)
+esc_text = st.tuples(plain_text, st.sampled_from(['"', "\\", "\n", "\t"]), plain_text).map("".join)
+u_text = st.tuples(plain_text, st.sampled_from(["é", "\u2603", "\U0001F600", "\x01"]), plain_text).map("".join)
+
+
+def strings(short: bool = False):
+    return st.one_of(plain_text.map(lambda s: Str(s, "plain")), esc_text.map(lambda s: Str(s, "esc")),
+                     u_text.map(lambda s: Str(s, "u")))
+
+
+def number_text():
+    ints = st.integers(-(10**20), 10**20).map(str)
+    decs = st.tuples(st.integers(-(10**17), 10**17), st.integers(0, 10**5), st.integers(1, 5)).map(
+        lambda t: f"{'-' if t[0] < 0 else ''}{abs(t[0])}.{str(t[1]).zfill(t[2])[-t[2]:]}")
+    small = st.tuples(st.integers(-(10**6), 10**6), st.integers(0, 999)).map(lambda t: f"{t[0]}.{t[1]:03d}")
+    exps = st.tuples(st.integers(-999, 999), st.sampled_from(["e", "E", "e+", "e-", "E-"]), st.integers(0, 400)).map(
+        lambda t: f"{t[0]}{t[1]}{t[2]}")
+    edge = st.sampled_from(["0", "-0", "-0.5", "3999999999999999.999", "4000000000000000", "-3999999999999999",
+                            "1234567890123456", "12345678901234567", "999999999999999999", "1000000000000000000",
+                            "0.1", "1.000", "1.0000", "9" * 120, "1" + "0" * 99, "-" + "1" * 98])
+    return st.one_of(ints, decs, small, exps, edge)
+
+
+leaves = st.one_of(strings(), number_text().map(Num), st.sampled_from(["true", "false", "null"]).map(Lit))
+values = st.recursive(leaves, lambda kids: st.one_of(st.lists(kids, max_size=3).map(Arr),
+                                                     st.lists(st.tuples(strings(), kids), max_size=3).map(Obj)),
+                      max_leaves=8)
+
+
+def nested(d: int):
+    """An args object whose deepest container is at level d (the object itself: level 1)."""
+    v = Arr([Num("1")])
+    for _ in range(d - 2):
+        v = Arr([v])
+    return Obj([(Str("deep", "plain"), v)])
+
+
+KEYS = ["ph", "name", "cat", "ts", "dur", "pid", "tid", "id", "args", "s", "bp", "id2", "bind_id",
+        "flow_in", "flow_out", "other", "x", "names"]
+
+
+@st.composite
+def member(draw):
+    key = draw(st.sampled_from(KEYS))
+    kstyle = "plain" if draw(st.integers(0, 12)) else "u"        # an escaped key now and then
+    knode = Str(key, kstyle)
+    choice = draw(st.integers(0, 9))
+    if key in ("ph", "s", "bp") and choice < 7:
+        v = Str(draw(st.sampled_from(["X", "i", "s", "t", "f", "e", "g", "", "XY"])),
+                draw(st.sampled_from(["plain"] * 4 + ["u"])))
+    elif key in ("name", "cat") and choice < 7:
+        v = draw(strings())
+    elif key in ("ts", "dur", "pid", "tid", "id") and choice < 7:
+        v = Num(draw(number_text()))
+    elif key == "args" and choice < 8:
+        if draw(st.integers(0, 15)) == 0:
+            v = nested(draw(st.integers(60, 66)))
+        else:
+            v = Obj(draw(st.lists(st.tuples(strings(), values), max_size=4)))
+    elif choice == 9 and draw(st.booleans()):
+        v = Arr([nested(draw(st.integers(60, 66)))])     # a deep value under another key
+    else:
+        v = draw(values)
+    return knode, v
+
+
+@st.composite
+def events(draw):
+    evs = draw(st.lists(st.lists(member(), max_size=9), min_size=1, max_size=6))
+    ws = draw(st.sampled_from(["", " ", "\n  ", "\t\r\n"]))
+    return evs, ws
+
+
+# ---------------------------------------------------------------- the reference rules
+
+def us_to_ns(text: str):
+    if "e" in text.lower():
+        return None
+    neg = text.startswith("-")
+    ip, _, fp = text.lstrip("-").partition(".")
+    if len(ip) > 16 or len(fp) > 3 or int(ip) >= MAX_US:
+        return None
+    ns = int(Decimal(text.lstrip("-")) * 1000)
+    return -ns if neg else ns
+
+
+def small_int(text: str):
+    d = text.lstrip("-")
+    if not d.isdigit() or len(d) > 18:
+        return None
+    return int(text)
+
+
+def expected_row(members, table: list[str]):
+    """The row of one event (a dict), or "BAD"; interns into ``table``."""
+    row = dict(flags=0, ph=0, name=-1, cat=-1, ts=0, dur=0, pid=0, tid=0, id=0, s=0, bp=0, args=b"")
+    fl = 0
+
+    def intern(s: str) -> int:
+        if s not in table:
+            table.append(s)
+        return table.index(s)
+
+    for knode, v in members:
+        key = knode.s if knode.style == "plain" else None
+        if knode.style != "plain":
+            fl |= S.SLOW
+        if key == "args" and isinstance(v, Obj):
+            if fl & S.F_ARGS:
+                fl |= S.SLOW
+            fl |= S.F_ARGS
+            if depth(v) > 63:
+                return "BAD"
+            if any(walk_flags(v)):
+                fl |= S.SLOW
+            compact = v.render("").encode()
+            row["args"] = b"" if compact == b"{}" else compact
+            continue
+        if key in ("name", "cat", "ph", "s", "bp") and isinstance(v, Str):
+            if v.style != "plain":
+                fl |= S.SLOW
+                continue
+            f = FLAG[key]
+            if key in ("name", "cat"):
+                row[key] = intern(v.s)
+                if fl & f:
+                    fl |= S.SLOW
+            else:
+                if fl & f or len(v.s.encode()) != 1:
+                    fl |= S.SLOW
+                row[key] = v.s.encode()[0] if len(v.s.encode()) == 1 else 0
+            fl |= f
+            continue
+        if key in ("ts", "dur", "pid", "tid", "id") and isinstance(v, Num):
+            got = us_to_ns(v.text) if key in ("ts", "dur") else small_int(v.text)
+            if got is None or fl & FLAG[key]:
+                fl |= S.SLOW
+            if got is not None:
+                row[key] = got
+            fl |= FLAG[key]
+            continue
+        if key == "args":
+            if fl & S.F_ARGS:
+                fl |= S.SLOW
+            fl |= S.F_ARGS | S.SLOW
+        elif key in FLAG or key in RARE:
+            fl |= S.SLOW
+        if depth(v) > 63:
+            return "BAD"
+    row["flags"] = fl
+    if not fl & S.F_PH:
+        row["ph"] = 0
+    return row
+
+
+def scan_in_blocks(text: bytes, cuts: list[int]):
+    """Feed ``text`` to the scanner in blocks ending at ``cuts``, as the reader's producer does:
+    (rows, strings in id order, last status)."""
+    strings = S.Strings()
+    rows: list[dict] = []
+    names: list[str] = []
+    carry = b""
+    status = S.MORE
+    bounds = sorted(set(c for c in cuts if 0 < c < len(text))) + [len(text)]
+    at = 0
+    for b in bounds:
+        buf = carry + text[at:b]
+        at = b
+        pos = 0
+        while True:
+            cols, pos, status, new = S.scan(buf, pos, 3, strings)
+            names += new
+            for r in range(len(cols["flags"])):
+                lo, hi = cols["args_off"][r], cols["args_off"][r + 1]
+                row = {k: int(cols[k][r]) for k in ("flags", "ph", "name", "cat", "ts", "dur", "pid", "tid",
+                                                    "id", "s", "bp")}
+                row["args"] = cols["args"][lo:hi].tobytes()
+                row["text"] = buf[cols["start"][r]:cols["end"][r]]
+                rows.append(row)
+            if status != S.FULL:
+                break
+        if status in (S.END, S.BAD):
+            return rows, names, status
+        carry = buf[pos:]
+    return rows, names, status
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events(), st.lists(st.integers(0, 4000), max_size=6))
+def test_scan_matches_the_reference_rules(evs_ws, cuts):
+    evs, ws = evs_ws
+    texts = [Obj(m).render(ws) for m in evs]
+    text = ("[" + ws + ("," + ws).join(texts) + ws + "]").encode()
+    table: list[str] = []
+    want = []
+    bad = False
+    for m in evs:
+        r = expected_row(m, table)
+        if r == "BAD":
+            bad = True
+            break
+        want.append(r)
+    rows, names, status = scan_in_blocks(text[1:], cuts)
+    assert status == (S.BAD if bad else S.END)
+    assert len(rows) == len(want)
+    for got, w, src, m in zip(rows, want, texts, evs):
+        assert got["text"] == src.encode()
+        for k in w:
+            if k in ("ts", "dur", "pid", "tid", "id", "s", "bp") and not got["flags"] & FLAG[k]:
+                continue            # a field the row does not have: its column is not read
+            if k in ("ts", "dur", "pid", "tid", "id") and w["flags"] & S.SLOW:
+                continue            # not read either (a SLOW row is decoded from its text)
+            assert got[k] == w[k], (k, src)
+        if got["flags"] & S.F_ARGS and not got["flags"] & S.SLOW:
+            # the compact args hold what the event's (last) args object holds
+            kept = [v for k, v in m if k.style == "plain" and k.s == "args" and isinstance(v, Obj)][-1]
+            assert json.loads(got["args"] or b"{}") == json.loads(kept.render(ws))
+    if not bad:
+        assert names == table
+
+
+def test_ts_dur_as_exact_ns():
+    text = b'{"ph":"X","ts":1.5,"dur":0.001},{"ts":-2.250,"dur":3999999999999999.999},{"ts":1e3},' \
+           b'{"ts":1.2345},{"ts":12345678901234567}]'
+    cols, pos, status, _ = S.scan(text, 0, 100, S.Strings())
+    assert status == S.END and pos == len(text)
+    assert cols["ts"][:2].tolist() == [1500, -2250]
+    assert cols["dur"][:2].tolist() == [1, 3_999_999_999_999_999_999]
+    assert [bool(f & S.SLOW) for f in cols["flags"]] == [False, False, True, True, True]
+
+
+def test_events_cut_by_the_block_end_are_scanned_again_with_more_text():
+    text = b'{"name":"abc","ph":"X","ts":1,"dur":2} , {"name":"de'
+    cols, pos, status, new = S.scan(text, 0, 100, S.Strings())
+    assert status == S.MORE and len(cols["flags"]) == 1 and new == ["abc"]
+    assert text[pos:] == b'{"name":"de'
+    assert S.scan(b' ', 0, 100, S.Strings())[2] == S.MORE
+    assert S.scan(b'{"ts":1', 0, 100, S.Strings())[1:3] == (0, S.MORE)
+
+
+def test_cap_gives_full_and_the_position_to_go_on_from():
+    text = b'{"ts":1},{"ts":2},{"ts":3}]'
+    st_ = S.Strings()
+    cols, pos, status, _ = S.scan(text, 0, 2, st_)
+    assert status == S.FULL and len(cols["ts"]) == 2 and text[pos:] == b'{"ts":3}]'
+    cols, pos, status, _ = S.scan(text, pos, 2, st_)
+    assert status == S.END and cols["ts"].tolist() == [3000] and pos == len(text)
+
+
+@pytest.mark.parametrize("text", [b'{"a":1,}]', b'{"a" 1}]', b'{"a":01}]', b'[1]', b'{"a":"\x01"}]',
+                                  b'{"a":tru}]', b'{"a":"\\q"}]', b'x', b'{"a":1}x', b'{"a":"\xff"}]'])
+def test_text_that_is_not_json_stops_the_scan(text):
+    cols, pos, status, _ = S.scan(text, 0, 100, S.Strings())
+    assert status == S.BAD
+
+
+def test_nesting_deeper_than_63_levels_stops_the_scan():
+    def ev(d):
+        return b'{"args":' + b'{"a":' + b"[" * (d - 1) + b"1" + b"]" * (d - 1) + b"}}]"
+    assert S.MAX_DEPTH == 63
+    assert S.scan(ev(63), 0, 10, S.Strings())[2] == S.END
+    assert S.scan(ev(64), 0, 10, S.Strings())[2] == S.BAD
+    assert S.scan(b'{"x":' + b"[" * 64 + b"]" * 64 + b"}]", 0, 10, S.Strings())[2] == S.BAD
+    assert S.scan(b'{"x":' + b"[" * 63 + b"]" * 63 + b"}]", 0, 10, S.Strings())[2] == S.END
+    # thousands deep: a status, not a stack overflow
+    assert S.scan(b'{"args":{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}}]", 0, 10, S.Strings())[2] == S.BAD
+
+
+def test_names_longer_than_64_kib_take_what_they_hold():
+    """#8: a 70 KB name once doubled the numba table's slots until memory ran out.  The table now
+    holds each distinct string once, its own length."""
+    strings = S.Strings()
+    names = [chr(ord("a") + k) * (100_000 + k) for k in range(20)]
+    text = b",".join(b'{"ph":"X","name":"%s","ts":1,"dur":1}' % n.encode() for n in names * 3) + b"]"
+    cols, pos, status, new = S.scan(text, 0, 1000, strings)
+    assert status == S.END and len(cols["flags"]) == 60 and new == names
+    assert len(strings) == 20 and strings.nbytes() == sum(map(len, names))
+    assert strings.get(19) == names[19]
+    with pytest.raises(ValueError):
+        strings.get(20)
+
+
+def test_compact_gathers_rows_and_refuses_bad_offsets():
+    text = b'{"args":{ "a" : 1 }},{"args":{}},{"args":{"b":[1, 2]}}]'
+    cols, _, status, _ = S.scan(text, 0, 10, S.Strings())
+    data, lens = S.compact(cols["args"], cols["args_off"], np.array([2, 0, 1]))
+    assert data.tobytes() == b'{"b":[1,2]}{"a":1}' and lens.tolist() == [11, 7, 0]
+    for rows in ([3], [-1], [10**12]):
+        with pytest.raises(ValueError):
+            S.compact(cols["args"], cols["args_off"], np.array(rows))
+    with pytest.raises(ValueError):
+        S.compact(np.zeros(2, np.uint8), np.array([0, 5]), np.array([0]))
+
+
+# ---------------------------------------------------------------- value_end, skip_ws, deep_spans
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                           | st.text(max_size=5),
+                           lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=3), kids, max_size=3),
+                           max_leaves=10)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values, st.sampled_from([None, 1, 2]), st.sampled_from([b"", b" ", b"\n\t"]))
+def test_value_end_finds_where_a_value_ends(v, indent, lead):
+    text = lead + json.dumps(v, indent=indent).encode()
+    assert S.value_end(text + b" , 1", 0) == len(text)
+    for k in range(len(lead), len(text)):
+        assert S.value_end(text[:k], 0) == -1, text[:k]       # cut short: more text may complete it
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        assert S.value_end(text, 0) == -1                      # a number reaching the end may go on
+    assert S.skip_ws(text, 0) == len(lead)
+
+
+def test_value_end_of_text_that_is_not_json():
+    for bad in (b"[1,]", b"{1:2}", b"nul ", b"[1 2]", b"01 ", b'"\\x"'):
+        assert S.value_end(bad, 0) == -2, bad
+    assert S.value_end(b"[" * 64 + b"]" * 64, 0) == -2
+    assert S.value_end(b"[" * 63 + b"]" * 63, 0) == 63 * 2
+    assert S.value_end(b"[1]", 10) == -1
+    assert S.skip_ws(b"  ", 0) == 2 and S.skip_ws(b"a", 5) == 1
+
+
+def deep_spans_reference(b: bytes, limit: int) -> list[tuple[int, int]]:
+    """The numba kernel's loop, as it was."""
+    out = []
+    depth = 0
+    i = 0
+    instr = False
+    open_at = -1
+    while i < len(b):
+        c = b[i]
+        if instr:
+            if c == 92:
+                i += 2
+                continue
+            if c == 34:
+                instr = False
+            i += 1
+            continue
+        if c == 34:
+            instr = True
+        elif c in b"{[":
+            depth += 1
+            if depth == limit + 1:
+                open_at = i
+        elif c in b"}]":
+            if depth == limit + 1 and open_at >= 0:
+                out.append((open_at, i + 1))
+                open_at = -1
+            if depth > 0:
+                depth -= 1
+        i += 1
+    if open_at >= 0:
+        out.append((open_at, len(b)))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60).map(lambda b: bytes(b'[]{}"\\ a,'[x % 9] for x in b)), st.integers(0, 4))
+def test_deep_spans_match_the_reference(text, limit):
+    assert S.deep_spans(text, limit) == deep_spans_reference(text, limit)
+
+
+# ---------------------------------------------------------------- never a panic
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.integers(0, 250), st.integers(0, 5))
+def test_any_bytes_give_a_status_never_an_exception(data, pos, cap):
+    strings = S.Strings()
+    cols, p, status, new = S.scan(data, pos, cap, strings)
+    assert status in (S.MORE, S.END, S.FULL, S.BAD)
+    assert len(cols["flags"]) <= cap and len(cols["args_off"]) == len(cols["flags"]) + 1
+    assert p <= max(len(data), pos)
+    S.value_end(data, pos)
+    S.skip_ws(data, pos)
+    S.deep_spans(data, cap)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=40), st.binary(max_size=40))
+def test_any_bytes_inside_an_event_array(a, b):
+    text = b'{"ph":"X","name":"' + a + b'","ts":1,"dur":2,"args":{"k":' + b + b"}}]"
+    S.scan(text, 0, 10, S.Strings())
+    S.value_end(text, 0)
