@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from traceconv import formats
+from traceconv.errors import TraceconvError
 
 from timeline import assert_same_timeline, read_chrome_json, read_perfetto
 
@@ -177,3 +178,18 @@ def test_a_closed_stdout_is_exit_141_not_1():
     p.stdout.close()                       # before it prints anything (it takes a while to start)
     err = p.stderr.read()
     assert p.wait(timeout=60) == 141 and err == b""
+
+
+def test_library_errors_name_parameters_and_the_cli_names_its_flags(tmp_path):
+    """The library speaks of its own parameters (``from_format``), the command line of its flags."""
+    from traceconv.formats import detect, for_output
+    with pytest.raises(TraceconvError) as e:
+        for_output(tmp_path / "out.txt")
+    assert "use to_format (" in str(e.value) and "--" not in str(e.value)
+    with pytest.raises(TraceconvError) as e:
+        detect(b"hello, world", tmp_path / "x.bin")
+    assert "name it with from_format (" in str(e.value) and "--" not in str(e.value)
+    src = tmp_path / "x.bin"
+    src.write_bytes(b"hello, world")
+    r = run("convert", src, "-o", tmp_path / "o.pftrace")
+    assert r.returncode == 2 and "name it with --from (one of: mlagents" in r.stderr, r.stderr

@@ -126,7 +126,7 @@ def detect(head: bytes, path: str | Path) -> Format:
         raise TraceconvError("this is already a Perfetto protobuf trace: traceconv converts into Perfetto's "
                              "format, not out of it (that is Perfetto's own traceconv); open it in "
                              "ui.perfetto.dev, or with 'traceconv open'", path=path)
-    raise TraceconvError("cannot tell what format this file is; name it with --from "
+    raise TraceconvError("cannot tell what format this file is; name it with {opt:from_format} "
                          f"(one of: {', '.join(reader_names())})", path=path)
 
 
@@ -168,7 +168,7 @@ def for_output(path: str | Path, to: str | None = None) -> Format:
                 best, best_len = f, len(ext)
     if best is None:
         exts = sorted({e for f in FORMATS if f.writer for e in f.extensions})
-        raise TraceconvError("cannot tell the output format from the file name; use --to "
+        raise TraceconvError("cannot tell the output format from the file name; use {opt:to_format} "
                              f"({', '.join(writer_names())}) or an extension: {', '.join(exts)}",
                              path=path)
     return best

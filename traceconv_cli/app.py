@@ -60,8 +60,18 @@ app = typer.Typer(
 )
 
 
+# The library's parameters as this command line spells them (messages name them as {opt:name}).
+FLAGS = {"from_format": "--from", "to_format": "--to", "strict": "--strict", "ranks": "--ranks",
+         "rank_of": "--rank", "window": "--window", "min_dur": "--min-dur", "drop_cat": "--drop-cat",
+         "align": "--align", "port": "--port", "origin": "--origin"}
+
+
+def say_error(e: traceconv.TraceconvError) -> None:
+    err.print(f"traceconv: error: {e.one_line(FLAGS)}", markup=False, soft_wrap=True)
+
+
 def fail(e: traceconv.TraceconvError) -> "typer.Exit":
-    err.print(f"traceconv: error: {e}", markup=False, soft_wrap=True)
+    say_error(e)
     return typer.Exit(code=e.exit_code)
 
 
@@ -438,7 +448,7 @@ def main() -> None:
         _quiet_stdout()
         sys.exit(128 + signal.SIGPIPE)
     except traceconv.TraceconvError as e:      # a command that let one through
-        err.print(f"traceconv: error: {e}", markup=False, soft_wrap=True)
+        say_error(e)
         sys.exit(e.exit_code)
     except Exception:
         traceback.print_exc()
