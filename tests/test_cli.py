@@ -193,3 +193,18 @@ def test_library_errors_name_parameters_and_the_cli_names_its_flags(tmp_path):
     src.write_bytes(b"hello, world")
     r = run("convert", src, "-o", tmp_path / "o.pftrace")
     assert r.returncode == 2 and "name it with --from (one of: mlagents" in r.stderr, r.stderr
+
+
+def test_help_imports_no_numpy_and_names_every_grouping():
+    """``traceconv --help`` loads neither numpy nor pydantic (its start-up stays short), and the
+    summary's choices it prints are the library's."""
+    code = ("import sys, traceconv_cli.app as a\n"
+            "print(sorted(m for m in ('numpy', 'pydantic', 'traceconv.api', 'traceconv.hotspots.np') "
+            "if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
+    from traceconv import hotspots
+    from traceconv_cli import app
+    assert app.GROUPINGS == hotspots.GROUPINGS and app.SORTS == hotspots.SORTS
+    r = run("summary", "--help")
+    assert r.returncode == 0 and all(g in r.stdout for g in hotspots.GROUPINGS + hotspots.SORTS)
