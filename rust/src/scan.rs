@@ -1,4 +1,4 @@
-//! The event scanner, for `traceconv.convert.chrome`: the text of a Chrome/Kineto `traceEvents`
+//! The event scanner, for `traceconv.readers.chrome.reader`: the text of a Chrome/Kineto `traceEvents`
 //! array, a block at a time, into columns (phase, name and category ids, `ts`/`dur` as exact ns,
 //! `pid`/`tid`/`id`, the `s` and `bp` letters, the args object without the whitespace between its
 //! tokens) and a string-interning table.
