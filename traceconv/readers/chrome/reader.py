@@ -51,6 +51,12 @@ except where noted):
 
 A dialect (Kineto, Composer, MXNet, MegEngine) is a subclass that overrides a few hooks: the time
 base, how ids and names are read, extra tracks.  See :class:`ChromeReader`.
+
+The module's neighbours: :mod:`.document` decodes a whole document (the reference path and the
+repairing fallback), :mod:`.stream` reads a big one a block at a time and scans its events into
+columns with the compiled scanner; this module turns either into the model.  A read that has to
+start over (the stream cannot read the text, a value nested too deep) does so with a fresh reader
+of the same dialect (:meth:`ChromeReader._again`), never by re-running ``__init__``.
 """
 
 from __future__ import annotations
@@ -64,10 +70,9 @@ import os
 import queue
 import re
 import threading
-import types
 from array import array
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import msgspec
@@ -76,76 +81,20 @@ import orjson
 from msgspec import Raw
 
 from ... import _core
-from ...errors import TraceconvError, WarningCode
+from ...errors import WarningCode
 from ... import memory
 from ...io import GZIP_ERRORS, Source
-from ...model import MAX_ARGS_DEPTH, MAX_TIME_NS, Clock, Thread, Trace, TrackKind
+from ...model import MAX_TIME_NS, Clock, Thread, Trace, TrackKind
 from ...progress import report
 
-WHAT = "Chrome Trace Event JSON file"
+from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS, _TOP,
+                       _has_inexact_times, _header_value, _jsonable, decode)
+from .stream import (SCAN, Rows, _ChunkFailure, _find_events, _LateHeader, _parse_tail, _Prefetch,
+                     _read_blocks, _scan, _tail_guess, _utf8_blocks, repair_utf8)
 
 # Plausible Unix times in µs: 1973-03-03 .. 2100-01-01.
 UNIX_US_MIN = 100_000_000_000_000
 UNIX_US_MAX = 4_102_444_800_000_000
-
-
-class Event(msgspec.Struct, gc=False):
-    """One trace event, as much of it as any reader needs.  ``args`` stays raw JSON text.
-
-    ``ts``/``dur`` are decoded as numbers: integers are exact, and so are doubles below 2^43 µs with
-    up to 3 decimals (Kineto's relative times, every profile-relative clock); a file with larger
-    fractional times is decoded again as :class:`ExactEvent`, whose times stay text.
-    """
-
-    ph: str = ""
-    name: str | None = None
-    cat: str | None = None
-    ts: int | float | str | None = None
-    dur: int | float | str | None = None
-    pid: int | float | str | None = None
-    tid: int | float | str | None = None
-    id: int | float | str | None = None
-    id2: Raw = Raw()
-    s: str | None = None
-    bp: str | None = None
-    args: Raw = Raw()
-    bind_id: int | float | str | None = None
-    flow_in: bool = False
-    flow_out: bool = False
-
-
-class ExactEvent(Event, gc=False):
-    """An :class:`Event` whose times stay JSON text (for fractional µs too large for a double)."""
-
-    ts: Raw = Raw()      # type: ignore[assignment]
-    dur: Raw = Raw()     # type: ignore[assignment]
-
-
-_TOP = msgspec.json.Decoder(dict[str, Raw])
-_EVENTS = msgspec.json.Decoder(list[Event])
-_EXACT_EVENTS = msgspec.json.Decoder(list[ExactEvent])
-EXACT_FLOAT_US = float(2**43)   # below it a double with 3 decimals still pins down the ns
-
-
-# ---------------------------------------------------------------- decoding the container
-
-@dataclass
-class Document:
-    header: dict[str, Any]          # every top-level key but traceEvents (empty for a bare array)
-    events: list[Event]
-    is_array: bool
-    problems: list[tuple[WarningCode, str, int]] = field(default_factory=list)
-
-
-def _header_value(raw: Raw) -> Any:
-    b = bytes(raw)
-    try:
-        return orjson.loads(b)
-    except orjson.JSONDecodeError:
-        try:
-            return _jsonable(json.loads(b, parse_float=decimal.Decimal), [0])
-        except ValueError:
-            return None
 
 
 CHUNK_BYTES = 2 << 20       # the event array's text is read and scanned this much at a time
@@ -153,526 +102,6 @@ SCAN_ROWS = 1 << 16         # events scanned into columns at a time
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
 TRIM_BATCHES = 16           # the heap's free space goes back to the system every this many batches
 FAST = True                 # False: read every file with the whole-document decoder (the reference)
-SCAN = _core.scan           # the compiled scanner (rust/src/scan.rs)
-Rows = types.SimpleNamespace  # one scan call's columns (see SCAN.scan), by name
-
-
-def _scan(text: bytes, pos: int, cap: int, strings: Any) -> tuple[Rows, int, int, int, list[str]]:
-    """SCAN.scan on ``text[pos:]``: (rows, how many, where to go on, status, strings it added)."""
-    cols, pos, status, new = SCAN.scan(text, pos, cap, strings)
-    return Rows(**cols), len(cols["flags"]), pos, status, new
-
-
-class _ChunkFailure(Exception):
-    """The chunked path cannot read this document; the whole-document path will."""
-
-
-class _LateHeader(_ChunkFailure):
-    """The keys after the event array say the document is traceconv's own output, which the stream
-    had not known (a .gz cannot be read backwards): read it again with every key known first."""
-
-
-def _read_blocks(f: Any, size: int, raw: Any = None, where: list[int] | None = None) -> Iterator[bytes]:
-    """``f``'s content ``size`` bytes at a time; ``where[0]`` follows the position in ``raw`` (the
-    file under a gzip stream), for progress reports."""
-    size = min(size, 1 << 30)
-    while True:
-        b = f.read(size)
-        if not b:
-            return
-        if where is not None:
-            where[0] = raw.tell()
-        yield b
-
-
-def utf8_incomplete_tail(b: bytes) -> int:
-    """Where a UTF-8 sequence cut by the end of ``b`` starts (``len(b)`` if none is cut)."""
-    n = len(b)
-    for back in range(1, min(4, n) + 1):
-        c = b[n - back]
-        if c < 0x80:
-            return n
-        if c >= 0xC0:                      # a lead byte: does its sequence fit?
-            need = 2 if c < 0xE0 else 3 if c < 0xF0 else 4
-            return n - back if back < need else n
-    return n
-
-
-UTF8_STEP = 4 << 20     # repair_utf8 checks a large text this many bytes at a time
-
-
-def repair_utf8(data: bytes) -> tuple[bytes, int]:
-    """``data`` with every byte that is not part of valid UTF-8 replaced by ``?`` (the length and
-    every offset stay as they were), and how many bytes were replaced.  Valid text is returned as
-    it is (the same object), at the cost of one check, :data:`UTF8_STEP` bytes at a time (no
-    decoded copy of a large text is ever made)."""
-    n = len(data)
-    if n <= UTF8_STEP:
-        return _repair_piece(bytes(data))
-    mv = memoryview(data)
-    parts: list[bytes] | None = None
-    bad = 0
-    carry = b""
-    i = 0
-    while i < n:
-        start = i - len(carry)
-        piece = carry + bytes(mv[i:i + UTF8_STEP])
-        i += UTF8_STEP
-        carry = b""
-        if i < n:
-            cut = utf8_incomplete_tail(piece)
-            piece, carry = piece[:cut], piece[cut:]
-        fixed, k = _repair_piece(piece)
-        if k and parts is None:
-            parts = [bytes(mv[:start])]
-        if parts is not None:
-            parts.append(fixed)
-        bad += k
-    return (b"".join(parts) if parts is not None else data), bad
-
-
-def _repair_piece(data: bytes) -> tuple[bytes, int]:
-    if data.isascii():
-        return data, 0
-    try:
-        data.decode("utf-8")
-        return data, 0
-    except UnicodeDecodeError:
-        pass
-    fixed, bad = _ESCAPED.subn("?", data.decode("utf-8", "surrogateescape"))
-    return fixed.encode("utf-8"), bad
-
-
-_ESCAPED = re.compile("[\udc80-\udcff]")      # what surrogateescape makes of each invalid byte
-
-
-def _utf8_blocks(blocks: Iterator[bytes], bad: Callable[[int], None]) -> Iterator[bytes]:
-    """``blocks`` with bytes that are not valid UTF-8 replaced by ``?`` (see :func:`repair_utf8`;
-    a character cut between two blocks moves to the next one)."""
-    carry = b""
-    for b in blocks:
-        if carry:
-            b = carry + b
-        cut = utf8_incomplete_tail(b)
-        b, carry = b[:cut], b[cut:]
-        b, n = repair_utf8(b)
-        if n:
-            bad(n)
-        if b:
-            yield b
-    if carry:
-        b, n = repair_utf8(carry)
-        if n:
-            bad(n)
-        yield b
-
-
-class _Prefetch:
-    """Iterate ``it`` in a thread of its own, a few items ahead: the file's reads and gunzip (which
-    release the GIL) run beside the scanner and the conversion."""
-
-    def __init__(self, it: Iterator[bytes], depth: int = 2) -> None:
-        self._q: queue.Queue = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._done = False
-        self._t = threading.Thread(target=self._run, args=(it,), name="traceconv-read", daemon=True)
-        self._t.start()
-
-    def _put(self, item: tuple) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def _run(self, it: Iterator[bytes]) -> None:
-        try:
-            for x in it:
-                if not self._put(("item", x)):
-                    return
-            self._put(("end", None))
-        except BaseException as e:        # raised again in the reading thread
-            self._put(("error", e))
-
-    def __iter__(self) -> "_Prefetch":
-        return self
-
-    def __next__(self) -> bytes:
-        if self._done:
-            raise StopIteration
-        kind, x = self._q.get()
-        if kind == "item":
-            return x
-        self._done = True
-        if kind == "error":
-            raise x
-        raise StopIteration
-
-    def close(self) -> None:
-        self._stop.set()
-        self._t.join()
-        while not self._q.empty():        # blocks read ahead and never taken: free them now
-            self._q.get_nowait()
-
-
-_KEY_EVENTS = b'"traceEvents"'
-
-
-def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
-    """Where the event array starts in a document's first bytes: (the top-level keys before it,
-    whether the document is a bare array, the index just after its ``[``); None if the bytes end
-    first.  Raises :class:`_ChunkFailure` for a document of another shape."""
-    buf = bytes(head)
-    n = len(buf)
-    i = SCAN.skip_ws(buf, 0)
-    if i >= n:
-        return None
-    if head[i:i + 1] == b"[":
-        return {}, True, i + 1
-    if head[i:i + 1] != b"{":
-        raise _ChunkFailure
-    header: dict[str, Any] = {}
-    i += 1
-    while True:
-        i = SCAN.skip_ws(buf, i)
-        if i >= n:
-            return None
-        if head[i:i + 1] == b"}":
-            raise _ChunkFailure                  # no traceEvents
-        if head[i:i + 1] == b"," and header:
-            i = SCAN.skip_ws(buf, i + 1)
-        k0 = i
-        k1 = SCAN.value_end(buf, i)
-        if k1 == -1:
-            return None
-        if k1 < 0 or head[k0:k0 + 1] != b'"':
-            raise _ChunkFailure
-        i = SCAN.skip_ws(buf, k1)
-        if i >= n:
-            return None
-        if head[i:i + 1] != b":":
-            raise _ChunkFailure
-        i = SCAN.skip_ws(buf, i + 1)
-        if i >= n:
-            return None
-        try:
-            key = orjson.loads(head[k0:k1])
-        except orjson.JSONDecodeError:
-            raise _ChunkFailure from None
-        if key == "traceEvents":
-            if head[i:i + 1] != b"[":
-                raise _ChunkFailure
-            return header, False, i + 1
-        v1 = SCAN.value_end(buf, i)
-        if v1 == -1:
-            return None
-        if v1 < 0 or key in header:
-            raise _ChunkFailure
-        header[key] = _header_value(Raw(head[i:v1]))
-        i = v1
-
-
-def _parse_tail(tail: bytes, is_array: bool) -> dict[str, Any]:
-    """The top-level keys in the text after the event array's ``]`` (``, "k": v ... }``)."""
-    t = tail.strip()
-    if is_array:
-        if t:
-            raise _ChunkFailure
-        return {}
-    if t == b"}":
-        return {}
-    if not t.startswith(b",") or not t.endswith(b"}"):
-        raise _ChunkFailure
-    try:
-        top = _TOP.decode(b"{" + t[1:])
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
-        raise _ChunkFailure from None
-    if "traceEvents" in top:
-        raise _ChunkFailure
-    return {k: _header_value(v) for k, v in top.items()}
-
-
-TAIL_BYTES = 1 << 16
-
-
-def _tail_guess(path: Any) -> dict[str, Any]:
-    """The top-level keys after the event array, guessed from the file's last bytes: the longest
-    text after a ``]`` there that reads as the end of the top-level object ({} if none does).  Only
-    a guess: the stream checks it when it gets there."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - TAIL_BYTES))
-            end = f.read()
-    except OSError:
-        return {}
-    i = end.find(b"]")
-    while i >= 0:
-        try:
-            return _parse_tail(end[i + 1:], False)
-        except _ChunkFailure:
-            i = end.find(b"]", i + 1)
-    return {}
-
-
-# Containers nested deeper than this (counted from the document's top) are kept as the JSON text
-# of a string: no decoder recurses past it, and args stay within the model's MAX_ARGS_DEPTH.
-DOC_DEPTH = MAX_ARGS_DEPTH + 2
-
-
-def decode(data: bytes, what: str = WHAT) -> Document:
-    """Decode a Chrome Trace Event JSON document; fall back to a repairing decoder if needed.
-    Values nested deeper than :data:`DOC_DEPTH` become strings of their text (counted)."""
-    data, deep = flatten_deep(data, DOC_DEPTH)
-    doc = _decode(data, what)
-    if deep:
-        doc.problems.append((WarningCode.CLAMPED_VALUE, f"values nested deeper than {DOC_DEPTH} levels "
-                             "were kept as strings of their JSON text", deep))
-    return doc
-
-
-def flatten_deep(data: bytes, limit: int) -> tuple[bytes, int]:
-    """``data`` (JSON text) with every value nested deeper than ``limit`` levels replaced by a JSON
-    string of its own text, so that no decoder recurses past ``limit``; and how many were replaced.
-    Returns ``data`` itself when nothing is that deep."""
-    spans = SCAN.deep_spans(data if type(data) is bytes else bytes(data), limit)
-    if not spans:
-        return data, 0
-    parts = []
-    at = 0
-    for s, e in spans:
-        parts.append(data[at:s])
-        parts.append(orjson.dumps(data[s:e].decode("utf-8", "replace")))
-        at = e
-    parts.append(data[at:])
-    return b"".join(parts), len(spans)
-
-
-def _decode(data: bytes, what: str) -> Document:
-    start = data.lstrip()[:1]
-    if start not in (b"{", b"["):
-        raise TraceconvError(f"not a {what}: expected a JSON object or array at the start")
-    try:
-        if start == b"[":
-            header: dict[str, Any] = {}
-            raw_events: Any = data
-        else:
-            top = _TOP.decode(data)
-            raw_events = top.pop("traceEvents", None)
-            header = {k: _header_value(v) for k, v in top.items()}
-            if raw_events is None:
-                raise TraceconvError(f"not a {what}: the top-level object has no 'traceEvents' array")
-        events: list[Event] = _EVENTS.decode(raw_events)
-        if _has_inexact_times(events):
-            events = _EXACT_EVENTS.decode(raw_events)
-        return Document(header, events, start == b"[")
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return _decode_tolerant(data, what)
-
-
-def _has_inexact_times(events: list[Event]) -> bool:
-    lim = EXACT_FLOAT_US
-    for ev in events:
-        t = ev.ts
-        if type(t) is float and not -lim < t < lim:
-            return True
-        d = ev.dur
-        if type(d) is float and not -lim < d < lim:
-            return True
-    return False
-
-
-_BAD_ESCAPE = re.compile(r'\\(?!["\\/bfnrtu])')
-_NEXT_EVENT = re.compile(r"\}\s*,\s*\{")
-_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
-
-
-def _decode_tolerant(data: bytes, what: str) -> Document:
-    """Event-by-event decoding with Python's json: repairs what msgspec rejects.
-
-    Handles trailing commas, a file cut short (keeps every complete event), backslashes that are
-    not JSON escapes (MXNet writes names unescaped), numbers of any size and events of odd types;
-    an event that still cannot be read is skipped and counted.
-    """
-    problems: list[tuple[WarningCode, str, int]] = []
-    text = data.decode("utf-8", errors="replace")
-    if _BAD_ESCAPE.search(text):
-        n = len(_BAD_ESCAPE.findall(text))
-        text = _BAD_ESCAPE.sub(r"\\\\", text)
-        problems.append((WarningCode.NOTE, "backslashes that were not valid JSON escapes (names written "
-                         "unescaped by the producer) were read as literal backslashes", n))
-    dec = json.JSONDecoder(parse_float=decimal.Decimal, strict=False)
-    i = len(text) - len(text.lstrip())
-    header: dict[str, Any] = {}
-    is_array = text[i] == "["
-    if is_array:
-        pos = i + 1
-    else:
-        m = _EVENTS_KEY.search(text)
-        if m is None:
-            raise TraceconvError(f"not a {what}: no 'traceEvents' array found (the JSON is invalid)")
-        pos = m.end()
-        head_text = text[i:m.start()].rstrip().rstrip(",") + "}"
-        try:
-            header = _jsonable(dict(json.loads(head_text, parse_float=decimal.Decimal)), [0])
-        except (ValueError, TypeError, RecursionError):
-            header = {}
-    dicts: list[Any] = []
-    skipped = 0
-    closed = False
-    n_text = len(text)
-    ws = " \t\r\n"
-    while True:
-        while pos < n_text and (text[pos] in ws or text[pos] == ","):
-            pos += 1
-        if pos >= n_text:
-            break
-        if text[pos] == "]":
-            closed = True
-            pos += 1
-            break
-        try:
-            obj, end = dec.raw_decode(text, pos)
-        except (ValueError, RecursionError):       # RecursionError: nested deeper than the decoder goes
-            m = _NEXT_EVENT.search(text, pos)
-            if m is None:
-                break          # the rest is an incomplete last event
-            skipped += 1
-            pos = m.end() - 1
-            continue
-        dicts.append(obj)
-        pos = end
-    if not is_array and closed:
-        # the keys after the array (MXNet's displayTimeUnit, MegEngine's metadata)
-        rest = text[pos:].strip()
-        if rest.startswith(","):
-            try:
-                header.update(_jsonable(json.loads("{" + rest[1:].rstrip().rstrip("}").rstrip().rstrip(",")
-                                                   + "}", parse_float=decimal.Decimal), [0]))
-            except (ValueError, TypeError, RecursionError):
-                pass
-    if not closed:
-        tail = len(text[pos:].strip())
-        lost = f"ignored the last {tail} bytes (an incomplete event)" if tail else "nothing after them was lost"
-        problems.append((WarningCode.TRUNCATED_INPUT,
-                         f"the file ends inside its event array (no closing ']'): kept the {len(dicts)} "
-                         f"complete events before the cut; {lost}", 1))
-    if skipped:
-        problems.append((WarningCode.DROPPED_EVENT, "events that are not valid JSON (e.g. a name with an "
-                         "unescaped quote) were skipped", skipped))
-    events, bad, fixed = events_from_dicts(dicts)
-    if fixed:
-        problems.append((WarningCode.CLAMPED_VALUE, "values no viewer can hold (numbers beyond 64 bits or a "
-                         "double, text with lone surrogates) were kept as text or with '?'", fixed))
-    if bad:
-        problems.append((WarningCode.DROPPED_EVENT, "array entries that are not event objects were skipped", bad))
-    problems.append((WarningCode.NOTE, "the JSON needed the repairing reader (slower): "
-                     "trailing commas, a cut, odd escapes or values", 1))
-    return Document(header, events, is_array, problems)
-
-
-def _jsonable(v: Any, fixed: list[int]) -> Any:
-    """Python's json output made safe for orjson and the writers: numbers a double or 64-bit integer
-    cannot hold, and strings with lone surrogates, become strings (counted in ``fixed``)."""
-    if isinstance(v, decimal.Decimal):
-        if v.is_finite() and v == v.to_integral_value() and -(2**63) <= v < 2**64:
-            return int(v)
-        f = float(v)
-        if math.isinf(f):
-            fixed[0] += 1
-            return str(v)
-        return f
-    if isinstance(v, int) and not isinstance(v, bool) and not (-(2**63) <= v < 2**64):
-        fixed[0] += 1
-        return _safe_str(v)
-    if isinstance(v, float) and not math.isfinite(v):      # NaN, Infinity: not JSON; kept as text
-        fixed[0] += 1
-        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
-    if isinstance(v, str):
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError:
-            fixed[0] += 1
-            return v.encode("utf-8", "replace").decode("utf-8")
-        return v
-    if isinstance(v, dict):
-        return {_jsonable(str(k), fixed): _jsonable(x, fixed) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_jsonable(x, fixed) for x in v]
-    return v
-
-
-def _num(v: Any) -> int | str | None:
-    """A ts/dur from Python's json (decimals as Decimal): ints stay ints, the rest exact text."""
-    if v is None or isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, (decimal.Decimal, float)):
-        return str(v)
-    if isinstance(v, str):
-        return v
-    return None
-
-
-def _id(v: Any) -> Any:
-    if isinstance(v, decimal.Decimal):
-        try:
-            return int(v) if v == v.to_integral_value() else float(v)
-        except (ArithmeticError, ValueError):
-            return str(v)
-    if isinstance(v, (int, float, str)) and not isinstance(v, bool):
-        return v
-    return None if v is None else _safe_str(v)
-
-
-def _safe_str(v: Any) -> str:
-    try:
-        return str(v)
-    except ValueError:          # an integer of thousands of digits
-        return f"<{v.bit_length()}-bit integer>"
-
-
-def _text(v: Any, fixed: list[int]) -> str | None:
-    return None if v is None else _jsonable(v if isinstance(v, str) else _safe_str(v), fixed)
-
-
-def events_from_dicts(dicts: list[Any]) -> tuple[list[Event], int, int]:
-    """Build Events from decoded dicts (the slow path); returns (events, entries that were not
-    objects, values that had to be changed to be written: see :func:`_jsonable`)."""
-    out: list[Event] = []
-    bad = 0
-    fixed = [0]
-    for d in dicts:
-        if not isinstance(d, dict):
-            bad += 1
-            continue
-        args = d.get("args")
-        raw_args = Raw()
-        if args is not None:
-            try:
-                raw_args = Raw(json.dumps(_jsonable(args, fixed), ensure_ascii=False,
-                                          separators=(",", ":")).encode())
-            except RecursionError:          # nested deeper than Python recurses: not an event we can read
-                bad += 1
-                continue
-        id2 = d.get("id2")
-        name, cat, ph, s, bp = (_text(d.get(k), fixed) for k in ("name", "cat", "ph", "s", "bp"))
-        pid, tid = (_jsonable(_id(d.get(k)), fixed) for k in ("pid", "tid"))
-        out.append(Event(
-            ph=ph or "", name=name, cat=cat,
-            ts=_num(d.get("ts")), dur=_num(d.get("dur")),
-            pid=pid, tid=tid, id=_id(d.get("id")),
-            id2=Raw(json.dumps(_jsonable(id2, fixed)).encode()) if isinstance(id2, dict) else Raw(),
-            s=s, bp=bp,
-            args=raw_args, bind_id=_id(d.get("bind_id")),
-            flow_in=bool(d.get("flow_in")), flow_out=bool(d.get("flow_out")),
-        ))
-    return out, bad, fixed[0]
-
 
 # ---------------------------------------------------------------- numbers
 
@@ -944,25 +373,33 @@ class ChromeReader:
         except RecursionError:
             # a value nested too deep for a decoder the fast paths use: read it again on the
             # whole-document path, which first makes such values strings (see decode)
-            self.__init__(self.source, self.data)     # type: ignore[misc]
-            self._whole = True
-            return self._read()
+            return self._again(self.data, whole=True)
 
     _whole = False          # True: the whole-document path only
+    _no_stream = False      # True: not the stream (the text is scanned in memory)
+
+    def _again(self, data: bytes | None, whole: bool = False, no_stream: bool = False) -> Trace:
+        """Start over with a fresh reader of the same dialect (nothing of this one's state kept):
+        on the whole-document path, or scanning the text in memory instead of as a stream."""
+        fresh = type(self)(self.source, data)
+        fresh._whole = whole
+        fresh._no_stream = no_stream
+        trace = fresh._read()
+        vars(self).update(vars(fresh))      # its counts (used, dropped, n_events) are this read's
+        return trace
 
     def _read(self) -> Trace:
         scan_in_memory = FAST and self.streamable() and not self._whole
-        if scan_in_memory and self.data is None and self.source is not None:
+        if scan_in_memory and self.data is None and self.source is not None and not self._no_stream:
             try:
                 return self._read_stream()
             except _LateHeader:
                 # traceconv's own output, known too late: scan it again, in memory, keys first
-                self.__init__(self.source)            # type: ignore[misc]
+                return self._again(None, no_stream=True)
             except _ChunkFailure:
                 # text the scanner cannot read (truncated, not JSON): the whole-document path
                 # repairs what it can; scanning it again in memory would fail the same way
-                self.__init__(self.source)            # type: ignore[misc]
-                scan_in_memory = False
+                return self._again(None, whole=True)
         data = self.data if self.data is not None else self.source.read_bytes()  # type: ignore[union-attr]
         data, bad = repair_utf8(data)
         self._bad_utf8(bad)
@@ -971,7 +408,7 @@ class ChromeReader:
                 return self._read_chunked(data)
             except _ChunkFailure:
                 # a document the fast path cannot cut: start over on the whole-document path
-                self.__init__(self.source, data)      # type: ignore[misc]
+                return self._again(data, whole=True)
         doc = decode(data, self.what)
         del data
         self.data = None
@@ -986,7 +423,7 @@ class ChromeReader:
             # whatever dialect was asked for, so that times and tracks come back as they were
             ChromeReader.on_header(self, doc.header, doc)
             ChromeReader.time_base(self, doc.header, doc.events)
-            self.finish = lambda: None          # type: ignore[method-assign]
+            # (and none of the dialect's finishing: _finish_events skips finish())
         else:
             self.on_header(doc.header, doc)
             self.time_base(doc.header, doc.events)
@@ -1136,7 +573,7 @@ class ChromeReader:
             self._own = True
             ChromeReader.on_header(self, header, doc)
             ChromeReader.time_base(self, header, first)
-            self.finish = lambda: None          # type: ignore[method-assign]
+            # (and none of the dialect's finishing: _finish_events skips finish())
         else:
             self.on_header(header, doc)
             self.time_base(header, first)
@@ -1584,7 +1021,8 @@ class ChromeReader:
         self._resolve_v2()
         self._resolve_v1()
         self._apply_names()
-        self.finish()
+        if not self._own:
+            self.finish()           # a dialect's last step; traceconv's own output needs none
         self._name_remapped()
 
     # ---- instants, counters, metadata ----------------------------------------------------

@@ -1,0 +1,286 @@
+"""The block stream of a big Chrome/Kineto document: its text read a block at a time (through
+gzip too) in a thread of its own (:class:`_Prefetch`), made valid UTF-8 (:func:`repair_utf8`, a
+character cut between blocks moved to the next one), the top-level keys before and after the event
+array found (:func:`_find_events`, :func:`_parse_tail`, :func:`_tail_guess`), and the events scanned
+into columns by the compiled scanner (:data:`SCAN`, rust/src/scan.rs) through :func:`_scan`.  The
+reader (:mod:`.reader`) drives it and turns the columns into the model."""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import types
+from typing import Any, Callable, Iterator
+
+import msgspec
+import orjson
+from msgspec import Raw
+
+from ... import _core
+from .document import _TOP, _header_value
+
+
+SCAN = _core.scan           # the compiled scanner (rust/src/scan.rs)
+Rows = types.SimpleNamespace  # one scan call's columns (see SCAN.scan), by name
+
+
+def _scan(text: bytes, pos: int, cap: int, strings: Any) -> tuple[Rows, int, int, int, list[str]]:
+    """SCAN.scan on ``text[pos:]``: (rows, how many, where to go on, status, strings it added)."""
+    cols, pos, status, new = SCAN.scan(text, pos, cap, strings)
+    return Rows(**cols), len(cols["flags"]), pos, status, new
+
+
+class _ChunkFailure(Exception):
+    """The chunked path cannot read this document; the whole-document path will."""
+
+
+class _LateHeader(_ChunkFailure):
+    """The keys after the event array say the document is traceconv's own output, which the stream
+    had not known (a .gz cannot be read backwards): read it again with every key known first."""
+
+
+def _read_blocks(f: Any, size: int, raw: Any = None, where: list[int] | None = None) -> Iterator[bytes]:
+    """``f``'s content ``size`` bytes at a time; ``where[0]`` follows the position in ``raw`` (the
+    file under a gzip stream), for progress reports."""
+    size = min(size, 1 << 30)
+    while True:
+        b = f.read(size)
+        if not b:
+            return
+        if where is not None:
+            where[0] = raw.tell()
+        yield b
+
+
+def utf8_incomplete_tail(b: bytes) -> int:
+    """Where a UTF-8 sequence cut by the end of ``b`` starts (``len(b)`` if none is cut)."""
+    n = len(b)
+    for back in range(1, min(4, n) + 1):
+        c = b[n - back]
+        if c < 0x80:
+            return n
+        if c >= 0xC0:                      # a lead byte: does its sequence fit?
+            need = 2 if c < 0xE0 else 3 if c < 0xF0 else 4
+            return n - back if back < need else n
+    return n
+
+
+UTF8_STEP = 4 << 20     # repair_utf8 checks a large text this many bytes at a time
+
+
+def repair_utf8(data: bytes) -> tuple[bytes, int]:
+    """``data`` with every byte that is not part of valid UTF-8 replaced by ``?`` (the length and
+    every offset stay as they were), and how many bytes were replaced.  Valid text is returned as
+    it is (the same object), at the cost of one check, :data:`UTF8_STEP` bytes at a time (no
+    decoded copy of a large text is ever made)."""
+    n = len(data)
+    if n <= UTF8_STEP:
+        return _repair_piece(bytes(data))
+    mv = memoryview(data)
+    parts: list[bytes] | None = None
+    bad = 0
+    carry = b""
+    i = 0
+    while i < n:
+        start = i - len(carry)
+        piece = carry + bytes(mv[i:i + UTF8_STEP])
+        i += UTF8_STEP
+        carry = b""
+        if i < n:
+            cut = utf8_incomplete_tail(piece)
+            piece, carry = piece[:cut], piece[cut:]
+        fixed, k = _repair_piece(piece)
+        if k and parts is None:
+            parts = [bytes(mv[:start])]
+        if parts is not None:
+            parts.append(fixed)
+        bad += k
+    return (b"".join(parts) if parts is not None else data), bad
+
+
+def _repair_piece(data: bytes) -> tuple[bytes, int]:
+    if data.isascii():
+        return data, 0
+    try:
+        data.decode("utf-8")
+        return data, 0
+    except UnicodeDecodeError:
+        pass
+    fixed, bad = _ESCAPED.subn("?", data.decode("utf-8", "surrogateescape"))
+    return fixed.encode("utf-8"), bad
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]")      # what surrogateescape makes of each invalid byte
+
+
+def _utf8_blocks(blocks: Iterator[bytes], bad: Callable[[int], None]) -> Iterator[bytes]:
+    """``blocks`` with bytes that are not valid UTF-8 replaced by ``?`` (see :func:`repair_utf8`;
+    a character cut between two blocks moves to the next one)."""
+    carry = b""
+    for b in blocks:
+        if carry:
+            b = carry + b
+        cut = utf8_incomplete_tail(b)
+        b, carry = b[:cut], b[cut:]
+        b, n = repair_utf8(b)
+        if n:
+            bad(n)
+        if b:
+            yield b
+    if carry:
+        b, n = repair_utf8(carry)
+        if n:
+            bad(n)
+        yield b
+
+
+class _Prefetch:
+    """Iterate ``it`` in a thread of its own, a few items ahead: the file's reads and gunzip (which
+    release the GIL) run beside the scanner and the conversion."""
+
+    def __init__(self, it: Iterator[bytes], depth: int = 2) -> None:
+        self._q: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._done = False
+        self._t = threading.Thread(target=self._run, args=(it,), name="traceconv-read", daemon=True)
+        self._t.start()
+
+    def _put(self, item: tuple) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def _run(self, it: Iterator[bytes]) -> None:
+        try:
+            for x in it:
+                if not self._put(("item", x)):
+                    return
+            self._put(("end", None))
+        except BaseException as e:        # raised again in the reading thread
+            self._put(("error", e))
+
+    def __iter__(self) -> "_Prefetch":
+        return self
+
+    def __next__(self) -> bytes:
+        if self._done:
+            raise StopIteration
+        kind, x = self._q.get()
+        if kind == "item":
+            return x
+        self._done = True
+        if kind == "error":
+            raise x
+        raise StopIteration
+
+    def close(self) -> None:
+        self._stop.set()
+        self._t.join()
+        while not self._q.empty():        # blocks read ahead and never taken: free them now
+            self._q.get_nowait()
+
+
+_KEY_EVENTS = b'"traceEvents"'
+
+
+def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
+    """Where the event array starts in a document's first bytes: (the top-level keys before it,
+    whether the document is a bare array, the index just after its ``[``); None if the bytes end
+    first.  Raises :class:`_ChunkFailure` for a document of another shape."""
+    buf = bytes(head)
+    n = len(buf)
+    i = SCAN.skip_ws(buf, 0)
+    if i >= n:
+        return None
+    if head[i:i + 1] == b"[":
+        return {}, True, i + 1
+    if head[i:i + 1] != b"{":
+        raise _ChunkFailure
+    header: dict[str, Any] = {}
+    i += 1
+    while True:
+        i = SCAN.skip_ws(buf, i)
+        if i >= n:
+            return None
+        if head[i:i + 1] == b"}":
+            raise _ChunkFailure                  # no traceEvents
+        if head[i:i + 1] == b"," and header:
+            i = SCAN.skip_ws(buf, i + 1)
+        k0 = i
+        k1 = SCAN.value_end(buf, i)
+        if k1 == -1:
+            return None
+        if k1 < 0 or head[k0:k0 + 1] != b'"':
+            raise _ChunkFailure
+        i = SCAN.skip_ws(buf, k1)
+        if i >= n:
+            return None
+        if head[i:i + 1] != b":":
+            raise _ChunkFailure
+        i = SCAN.skip_ws(buf, i + 1)
+        if i >= n:
+            return None
+        try:
+            key = orjson.loads(head[k0:k1])
+        except orjson.JSONDecodeError:
+            raise _ChunkFailure from None
+        if key == "traceEvents":
+            if head[i:i + 1] != b"[":
+                raise _ChunkFailure
+            return header, False, i + 1
+        v1 = SCAN.value_end(buf, i)
+        if v1 == -1:
+            return None
+        if v1 < 0 or key in header:
+            raise _ChunkFailure
+        header[key] = _header_value(Raw(head[i:v1]))
+        i = v1
+
+
+def _parse_tail(tail: bytes, is_array: bool) -> dict[str, Any]:
+    """The top-level keys in the text after the event array's ``]`` (``, "k": v ... }``)."""
+    t = tail.strip()
+    if is_array:
+        if t:
+            raise _ChunkFailure
+        return {}
+    if t == b"}":
+        return {}
+    if not t.startswith(b",") or not t.endswith(b"}"):
+        raise _ChunkFailure
+    try:
+        top = _TOP.decode(b"{" + t[1:])
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        raise _ChunkFailure from None
+    if "traceEvents" in top:
+        raise _ChunkFailure
+    return {k: _header_value(v) for k, v in top.items()}
+
+
+TAIL_BYTES = 1 << 16
+
+
+def _tail_guess(path: Any) -> dict[str, Any]:
+    """The top-level keys after the event array, guessed from the file's last bytes: the longest
+    text after a ``]`` there that reads as the end of the top-level object ({} if none does).  Only
+    a guess: the stream checks it when it gets there."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - TAIL_BYTES))
+            end = f.read()
+    except OSError:
+        return {}
+    i = end.find(b"]")
+    while i >= 0:
+        try:
+            return _parse_tail(end[i + 1:], False)
+        except _ChunkFailure:
+            i = end.find(b"]", i + 1)
+    return {}
