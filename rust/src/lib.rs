@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+mod encode;
 mod flows;
 mod nest;
 
@@ -12,5 +13,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     nest::register(m)?;
     flows::register(m)?;
+    encode::register(m)?;
     Ok(())
 }
