@@ -215,8 +215,6 @@ struct Table {
     counts: Vec<i64>,
     value_iids: Vec<u64>,
     strings: bool,
-    /// annotation names written inline (`name`) rather than as `name_iid`
-    names_inline: bool,
 }
 
 // ---- pass 1: a serde visitor that records keys and counts string values, in document order
@@ -420,12 +418,8 @@ impl<'de> Visitor<'de> for Ann<'_> {
             }
             seen.push(e);
             let at = open(if depth == 0 { E_ANN } else { A_DICT }, out);
-            if t.names_inline {
-                put_bytes(A_NAME, &t.keys.order[e as usize], out);
-            } else {
-                encode_key(A_NAME_IID, WireType::Varint, out);
-                encode_varint(e as u64 + 1, out);
-            }
+            encode_key(A_NAME_IID, WireType::Varint, out);
+            encode_varint(e as u64 + 1, out);
             m.next_value_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: false })?;
             close(at, out);
         }
@@ -577,17 +571,6 @@ impl ArgsTable {
         self.t.strings
     }
 
-    /// Annotation names written inline (`DebugAnnotation.name`) instead of as interned `name_iid`.
-    #[getter]
-    fn get_names_inline(&self) -> bool {
-        self.t.names_inline
-    }
-
-    #[setter]
-    fn set_names_inline(&mut self, v: bool) {
-        self.t.names_inline = v;
-    }
-
     /// collect(data uint8, off int64): pass 1 over the rows `data[off[r]:off[r + 1]]`: every key
     /// numbered, every string value counted (when the table interns strings).
     fn collect(&mut self, py: Python<'_>, data: Column<'_, u8>, off: Column<'_, i64>) -> PyResult<()> {
@@ -669,7 +652,7 @@ fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a 
     a.as_slice().map_err(|e| PyValueError::new_err(format!("a column that is not contiguous: {e}")))
 }
 
-/// EventEncoder(table, codes, seq_id, flags, uuids, slices, instants, counters, flows_out,
+/// EventEncoder(table, codes, seq_id, flags (0: no sequence_flags field), uuids, slices, instants, counters, flows_out,
 /// flows_in, last, parallel_rows=8192)
 ///
 /// Pass 2: the packets of the writer's event stream, a step at a time ([`run`]).  `codes` are the
@@ -695,9 +678,6 @@ pub struct EventEncoder {
     last: i64,
     #[pyo3(get, set)]
     parallel_rows: usize,
-    /// timestamps written as they are (on the trace's default clock) rather than as deltas
-    #[pyo3(get, set)]
-    absolute: bool,
 }
 
 type Cols = (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>);
@@ -726,16 +706,20 @@ fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, ev: &Ev) {
         }
         te += (key_len(E_FLOW) + 8) * ev.fo.len() + (key_len(E_TFLOW) + 8) * ev.fi.len();
     }
-    let body = key_len(P_TS) + vl(delta) + key_len(P_SEQ) + vl(seq) + key_len(P_FLAGS) + vl(flags)
-        + key_len(P_TE) + vl(te as u64) + te;
+    let mut body = key_len(P_TS) + vl(delta) + key_len(P_SEQ) + vl(seq) + key_len(P_TE) + vl(te as u64) + te;
+    if flags != 0 {
+        body += key_len(P_FLAGS) + vl(flags);
+    }
     encode_key(T_PACKET, WireType::LengthDelimited, out);
     encode_varint(body as u64, out);
     encode_key(P_TS, WireType::Varint, out);
     encode_varint(delta, out);
     encode_key(P_SEQ, WireType::Varint, out);
     encode_varint(seq, out);
-    encode_key(P_FLAGS, WireType::Varint, out);
-    encode_varint(flags, out);
+    if flags != 0 {
+        encode_key(P_FLAGS, WireType::Varint, out);
+        encode_varint(flags, out);
+    }
     encode_key(P_TE, WireType::LengthDelimited, out);
     encode_varint(te as u64, out);
     encode_key(E_TYPE, WireType::Varint, out);
@@ -795,7 +779,7 @@ impl EventEncoder {
         let uuids = column(&uuids).iter().map(|&u| u as u64).collect();
         EventEncoder {
             table, codes, seq_id, flags, uuids, s: slices, i: instants, c: counters, fo: flows_out, fi: flows_in,
-            last, parallel_rows, absolute: false,
+            last, parallel_rows,
         }
     }
 
@@ -854,7 +838,6 @@ impl EventEncoder {
         }
         let (seq, flags, uuids) = (self.seq_id, self.flags, &self.uuids);
         let mut last = self.last;
-        let absolute = self.absolute;
         let out = py
             .detach(|| {
                 let mut out = Vec::with_capacity(sa.len() + ia.len() + 48 * n);
@@ -863,7 +846,7 @@ impl EventEncoder {
                 for e in 0..n {
                     let k = kind[e];
                     let t = time[e];
-                    let delta = if absolute { t as u64 } else { t.wrapping_sub(last) as u64 };
+                    let delta = t.wrapping_sub(last) as u64;
                     let ev = if k == k_end {
                         let r = idx(index[e], st.len(), "slice")?;
                         Ev { etype: TYPE_SLICE_END, uuid: uuids[idx(st[r] as i64, nt, "track")?], name: 0, cat: 0,

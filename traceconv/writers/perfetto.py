@@ -84,8 +84,7 @@ _STEP = 1 << 15           # events encoded per step (their annotations exist for
 _WINDOW = 1 << 16         # events per window of the sorted stream (layout.event_windows)
 _CACHE = 200_000          # Python-encoded arg values remembered (the cache starts over when full)
 PARALLEL_ROWS = 8192      # a step's args rows are split between two threads from this many
-_VARIANT = int(os.environ.get("TRACECONV_PFTRACE_VARIANT", "0"))   # (experiments: 1 names inline, 2 strings inline, 4 absolute times)
-INTERN_STRINGS = not _VARIANT & 2     # repeated string values as DebugAnnotation.string_value_iid
+INTERN_STRINGS = True     # repeated string values as DebugAnnotation.string_value_iid
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 _UNITS = {"bytes": pb.CounterDescriptor.UNIT_SIZE_BYTES, "ns": pb.CounterDescriptor.UNIT_TIME_NS,
           "count": pb.CounterDescriptor.UNIT_COUNT}
@@ -246,7 +245,6 @@ class ArgsPlan:
         self.s_data, self.s_off = trace.slices.args.packed()
         self.i_data, self.i_off = trace.instants.args.packed()
         table = _enc.ArgsTable(strings)
-        table.names_inline = bool(_VARIANT & 1)
         for col, data, off in ((trace.slices.args, self.s_data, self.s_off),
                                (trace.instants.args, self.i_data, self.i_off)):
             for lo in range(0, len(off) - 1, _STEP):     # a spilled column's pages a step at a time
@@ -311,8 +309,6 @@ def _header_packets(trace: Trace, uuids: list[int], t0: int) -> pb.Trace:
     p.trusted_packet_sequence_id = SEQ_ID
     p.first_packet_on_sequence = True
     p.sequence_flags = SEQ_CLEARED
-    if _VARIANT & 4:
-        return _rest_of_header(out, trace, uuids)
     p.trace_packet_defaults.timestamp_clock_id = SEQ_CLOCK
     boot = p.clock_snapshot.clocks.add()
     boot.clock_id = pb.BuiltinClock.BUILTIN_CLOCK_BOOTTIME
@@ -321,10 +317,7 @@ def _header_packets(trace: Trace, uuids: list[int], t0: int) -> pb.Trace:
     seq.clock_id = SEQ_CLOCK
     seq.timestamp = t0
     seq.is_incremental = True
-    return _rest_of_header(out, trace, uuids)
 
-
-def _rest_of_header(out: pb.Trace, trace: Trace, uuids: list[int]) -> pb.Trace:
     proc_uuid = {t.process: uuids[t.id] for t in trace.tracks if t.kind is TrackKind.PROCESS}
     has_lanes = {t.parent for t in trace.tracks if t.kind is TrackKind.LANE and t.parent is not None}
     for t in trace.tracks:
@@ -451,7 +444,6 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
         t0, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62)
     # the stream a window at a time, each in steps: the annotations of a step's rows exist for that
     # step only
-    enc.absolute = bool(_VARIANT & 4)
     done = 0
     while window is not None:
         time, kind, index = window
