@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from traceconv import formats
+from traceconv.errors import TraceconvError
 
 from timeline import assert_same_timeline, read_chrome_json, read_perfetto
 
@@ -177,3 +178,33 @@ def test_a_closed_stdout_is_exit_141_not_1():
     p.stdout.close()                       # before it prints anything (it takes a while to start)
     err = p.stderr.read()
     assert p.wait(timeout=60) == 141 and err == b""
+
+
+def test_library_errors_name_parameters_and_the_cli_names_its_flags(tmp_path):
+    """The library speaks of its own parameters (``from_format``), the command line of its flags."""
+    from traceconv.formats import detect, for_output
+    with pytest.raises(TraceconvError) as e:
+        for_output(tmp_path / "out.txt")
+    assert "use to_format (" in str(e.value) and "--" not in str(e.value)
+    with pytest.raises(TraceconvError) as e:
+        detect(b"hello, world", tmp_path / "x.bin")
+    assert "name it with from_format (" in str(e.value) and "--" not in str(e.value)
+    src = tmp_path / "x.bin"
+    src.write_bytes(b"hello, world")
+    r = run("convert", src, "-o", tmp_path / "o.pftrace")
+    assert r.returncode == 2 and "name it with --from (one of: mlagents" in r.stderr, r.stderr
+
+
+def test_help_imports_no_numpy_and_names_every_grouping():
+    """``traceconv --help`` loads neither numpy nor pydantic (its start-up stays short), and the
+    summary's choices it prints are the library's."""
+    code = ("import sys, traceconv_cli.app as a\n"
+            "print(sorted(m for m in ('numpy', 'pydantic', 'traceconv.api', 'traceconv.hotspots.np') "
+            "if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
+    from traceconv import hotspots
+    from traceconv_cli import app
+    assert app.GROUPINGS == hotspots.GROUPINGS and app.SORTS == hotspots.SORTS
+    r = run("summary", "--help")
+    assert r.returncode == 0 and all(g in r.stdout for g in hotspots.GROUPINGS + hotspots.SORTS)

@@ -10,28 +10,35 @@ Not Perfetto's own ``traceconv`` binary (which converts *out of* Perfetto's form
 
 __version__ = "0.1.0"
 
-# Import the importers' package first: importing ``traceconv.convert.<fmt>`` later (when a
-# format is read) would otherwise rebind ``traceconv.convert`` from the function to the package
-# (imported for that side effect only).
-from . import convert as _importers  # noqa: E402,F401
-from .api import ConvertResult, convert, load, open_in_ui, save  # noqa: E402
 from .errors import ConversionWarning, Diagnostics, TraceconvError, WarningCode  # noqa: E402
-from .model import Trace  # noqa: E402
-from .merging import merge  # noqa: E402
-from .hotspots import summarize as summary  # noqa: E402
 
 __all__ = [
     "__version__", "load", "save", "convert", "merge", "summary", "open_in_ui", "ConvertResult", "Trace",
     "TraceconvError", "ConversionWarning", "Diagnostics", "WarningCode",
 ]
 
-# The recorder's most used names at the top level (``with traceconv.span("env_step"): ...``,
-# ``@traceconv.traced``), imported when first used: ``import traceconv`` does not start it.
-_RECORD_NAMES = ("span", "traced", "instant", "counter")
+# ``import traceconv`` is light (a command's ``--help`` must not wait for numpy or pydantic): the API
+# is imported when first used.  The recorder's most used names are at the top level too
+# (``with traceconv.span("env_step"): ...``, ``@traceconv.traced``), and importing traceconv does not
+# start it.
+_LAZY = {
+    "load": ("api", "load"), "save": ("api", "save"), "convert": ("api", "convert"),
+    "open_in_ui": ("api", "open_in_ui"), "ConvertResult": ("api", "ConvertResult"),
+    "Trace": ("model", "Trace"), "merge": ("merging", "merge"), "summary": ("hotspots", "summarize"),
+    "span": ("record", "span"), "traced": ("record", "traced"), "instant": ("record", "instant"),
+    "counter": ("record", "counter"),
+}
 
 
 def __getattr__(name: str):  # noqa: ANN202
-    if name in _RECORD_NAMES:
-        from . import record
-        return getattr(record, name)
+    if name in _LAZY:
+        import importlib
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'traceconv' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

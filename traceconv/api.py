@@ -14,7 +14,7 @@ from . import formats as _formats
 from .fast import memory
 from .errors import ConversionWarning, TraceconvError, WarningCode
 from .io import atomic_output, open_source, refuse_binary_terminal, stream_fd
-from .layout import nest
+from .model.layout import nest
 from .model import Trace, enforce_time_domain
 from .progress import report
 
@@ -121,7 +121,7 @@ def convert(input: PathLike, output: PathLike, *, from_format: str | None = None
     nest(trace)
     lossy = trace.diagnostics.lossy()
     if strict and lossy:
-        raise TraceconvError("--strict: the conversion would change or drop events: "
+        raise TraceconvError("{opt:strict}: the conversion would change or drop events: "
                              + "; ".join(str(w) for w in lossy), path=input)
     save(trace, output, out_fmt.name, inputs=[input])
     return ConvertResult(trace.meta.source_format, out_fmt.name, len(trace.slices),

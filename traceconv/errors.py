@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import difflib
 import enum
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 
-# The exit codes of the ``traceconv`` command (see cli/app.py main()).
+# The exit codes of the ``traceconv`` command (see traceconv_cli/app.py main()).
 EXIT_OK = 0              # done
 EXIT_PROBLEMS = 1        # ``validate`` found problems (nothing else exits 1)
 EXIT_USAGE = 2           # a user error: bad arguments, an unreadable or malformed input, a bad output name
@@ -32,12 +33,19 @@ EXIT_SIGNAL_BASE = 128   # stopped by a signal: 128 + its number (SIGINT 130, SI
 #                          141 when the reader of standard output went away)
 
 
+_OPTION = re.compile(r"\{opt:(\w+)\}")   # a parameter named in a message (see TraceconvError)
+
+
 class TraceconvError(Exception):
     """A problem with the user's input, arguments or output path.
 
     ``str(err)`` is the one-line message: ``<file>: <where>: <what is wrong>``.
     ``exit_code`` is what the command exits with: :data:`EXIT_USAGE` (2) unless the
     environment refused (:data:`EXIT_ENVIRONMENT`, 3: disk full, permission denied, ...).
+
+    The library speaks of its own parameters, not of any command's flags: a message names a
+    parameter as ``{opt:from_format}``, which ``str(err)`` shows as the parameter's name and a
+    front end shows as its own spelling (:meth:`one_line` with ``options``: the CLI's ``--from``).
     """
 
     def __init__(self, message: str, *, path: str | Path | None = None, where: str | None = None,
@@ -48,9 +56,12 @@ class TraceconvError(Exception):
         self.exit_code = exit_code
         super().__init__(self.one_line())
 
-    def one_line(self) -> str:
+    def one_line(self, options: Mapping[str, str] | None = None) -> str:
+        """The message on one line; ``options`` spells the parameters it names (``{opt:name}``)."""
         parts = [p for p in (self.path, self.where) if p]
-        text = " ".join(self.message.split())  # never more than one line
+        names = options or {}
+        text = _OPTION.sub(lambda m: names.get(m.group(1), m.group(1)), self.message)
+        text = " ".join(text.split())  # never more than one line
         return ": ".join([*parts, text])
 
     def with_path(self, path: str | Path) -> "TraceconvError":

@@ -43,41 +43,41 @@ class Format:
 FORMATS: tuple[Format, ...] = (
     Format("mlagents", "Unity ML-Agents timers.json (aggregate timer tree)",
            extensions=("_timers.json", "timers.json"),
-           reader="traceconv.convert.mlagents:read", sniff="traceconv.convert.mlagents:sniff",
+           reader="traceconv.readers.aggregate.mlagents:read", sniff="traceconv.readers.aggregate.mlagents:sniff",
            aggregate=True, aliases=("ml-agents", "unity")),
     Format("sample-factory", "Sample Factory log (sf_log.txt / console: profile tree views, SF1 timing lines)",
            extensions=("sf_log.txt",),
-           reader="traceconv.convert.samplefactory:read", sniff="traceconv.convert.samplefactory:sniff",
+           reader="traceconv.readers.aggregate.samplefactory:read", sniff="traceconv.readers.aggregate.samplefactory:sniff",
            aggregate=True, aliases=("samplefactory", "sf")),
     Format("mxnet-stats", "Apache MXNet aggregate stats (profiler.dumps(): 'Profile Statistics' table or JSON)",
            extensions=(),
-           reader="traceconv.convert.mxnet_stats:read", sniff="traceconv.convert.mxnet_stats:sniff",
+           reader="traceconv.readers.aggregate.mxnet_stats:read", sniff="traceconv.readers.aggregate.mxnet_stats:sniff",
            aggregate=True, aliases=("mxnet-dumps", "mxnet-aggregate")),
     Format("megengine-static", "MegEngine static-graph profile (trace.get_profile() / load_and_run --profile JSON)",
            extensions=(),
-           reader="traceconv.convert.megengine_static:read", sniff="traceconv.convert.megengine_static:sniff",
+           reader="traceconv.readers.megengine_static:read", sniff="traceconv.readers.megengine_static:sniff",
            aliases=("mge-static",)),
-    # Timeline dialects of Chrome Trace Event JSON (each a delta on traceconv.convert.chrome);
+    # Timeline dialects of Chrome Trace Event JSON (each a delta on traceconv.readers.chrome.reader);
     # Composer before Kineto (its files hold torch events too); chrome-json stays the generic fallback.
     Format("composer", "MosaicML Composer profiler trace (per-rank JSON array, merged trace, torch traces)",
            extensions=(".json",),
-           reader="traceconv.convert.composer:read", sniff="traceconv.convert.composer:sniff",
+           reader="traceconv.readers.chrome.composer:read", sniff="traceconv.readers.chrome.composer:sniff",
            aliases=("mosaicml",)),
     Format("kineto", "PyTorch profiler / Kineto trace (*.pt.trace.json[.gz], export_chrome_trace)",
            extensions=(".pt.trace.json", ".pt.trace.json.gz"),
-           reader="traceconv.convert.kineto:read", sniff="traceconv.convert.kineto:sniff",
+           reader="traceconv.readers.chrome.kineto:read", sniff="traceconv.readers.chrome.kineto:sniff",
            aliases=("pytorch", "torch", "pt")),
     Format("mxnet", "Apache MXNet profiler trace (profiler.dump(), incl. truncated continuous dumps)",
            extensions=("profile.json",),
-           reader="traceconv.convert.mxnet_trace:read", sniff="traceconv.convert.mxnet_trace:sniff",
+           reader="traceconv.readers.chrome.mxnet:read", sniff="traceconv.readers.chrome.mxnet:sniff",
            aliases=("mxnet-trace",)),
     Format("megengine", "MegEngine profiler chrome timeline (<pid>.chrome_timeline.json)",
            extensions=(".chrome_timeline.json",),
-           reader="traceconv.convert.megengine_timeline:read",
-           sniff="traceconv.convert.megengine_timeline:sniff", aliases=("mge", "megengine-timeline")),
+           reader="traceconv.readers.chrome.megengine:read",
+           sniff="traceconv.readers.chrome.megengine:sniff", aliases=("mge", "megengine-timeline")),
     Format("chrome-json", "Chrome Trace Event JSON (chrome://tracing, Perfetto legacy JSON, viztracer, ...)",
            extensions=(".json", ".json.gz"),
-           reader="traceconv.convert.chrome:read", sniff="traceconv.convert.chrome:sniff",
+           reader="traceconv.readers.chrome.reader:read", sniff="traceconv.readers.chrome.reader:sniff",
            writer="traceconv.writers.chrome_json:write", aliases=("json", "chrome")),
     Format("perfetto", "Perfetto TrackEvent protobuf trace",
            extensions=(".pftrace", ".perfetto-trace", ".pb", ".pftrace.gz", ".perfetto-trace.gz"),
@@ -126,7 +126,7 @@ def detect(head: bytes, path: str | Path) -> Format:
         raise TraceconvError("this is already a Perfetto protobuf trace: traceconv converts into Perfetto's "
                              "format, not out of it (that is Perfetto's own traceconv); open it in "
                              "ui.perfetto.dev, or with 'traceconv open'", path=path)
-    raise TraceconvError("cannot tell what format this file is; name it with --from "
+    raise TraceconvError("cannot tell what format this file is; name it with {opt:from_format} "
                          f"(one of: {', '.join(reader_names())})", path=path)
 
 
@@ -168,7 +168,7 @@ def for_output(path: str | Path, to: str | None = None) -> Format:
                 best, best_len = f, len(ext)
     if best is None:
         exts = sorted({e for f in FORMATS if f.writer for e in f.extensions})
-        raise TraceconvError("cannot tell the output format from the file name; use --to "
+        raise TraceconvError("cannot tell the output format from the file name; use {opt:to_format} "
                              f"({', '.join(writer_names())}) or an extension: {', '.join(exts)}",
                              path=path)
     return best

@@ -46,7 +46,7 @@ import numpy as np
 import orjson
 
 from .errors import TraceconvError
-from .layout import nest
+from .model.layout import nest
 from .model import Trace, TrackKind
 
 GROUPINGS = ("name", "category", "thread", "process", "rank")
@@ -368,7 +368,7 @@ def summarize(traces: Trace | Sequence[Trace], by: str = "name", sort: str = "se
         chosen = [(r, t) for r, t in ranked if r in wanted]
         if not chosen:
             found = ", ".join(str(r) for r in sorted({r for r, _ in ranked}))
-            raise TraceconvError(f"--ranks {ranks}: none of the inputs is one of those ranks (found: {found})")
+            raise TraceconvError(f"{{opt:ranks}} {ranks}: none of the inputs is one of those ranks (found: {found})")
         if len(chosen) < len(ranked):
             left_out["inputs of other ranks (--ranks)"] = len(ranked) - len(chosen)
         ranked = chosen

@@ -35,7 +35,7 @@ ALLOWED = "GET, HEAD, OPTIONS"
 
 def check_port(port: int) -> None:
     if not isinstance(port, int) or not 1 <= port <= 65535:
-        raise TraceconvError(f"--port {port} is not a TCP port: choose one in 1..65535 "
+        raise TraceconvError(f"{{opt:port}} {port} is not a TCP port: choose one in 1..65535 "
                              f"(the Perfetto UI fetches from {DEFAULT_PORT})")
 
 
@@ -43,7 +43,7 @@ def normalize_origin(origin: str) -> str:
     """``scheme://host[:port]`` of a URL (the path is dropped), as the CORS header needs."""
     u = urllib.parse.urlsplit(origin)
     if u.scheme not in ("http", "https") or not u.netloc:
-        raise TraceconvError(f"--origin must be an http(s) URL such as {DEFAULT_ORIGIN}, not '{origin}'")
+        raise TraceconvError(f"{{opt:origin}} must be an http(s) URL such as {DEFAULT_ORIGIN}, not '{origin}'")
     return f"{u.scheme}://{u.netloc}"
 
 

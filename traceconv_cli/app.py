@@ -10,6 +10,7 @@ SIGHUP; 141 when the reader of standard output went away), temporary files remov
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import sys
@@ -24,13 +25,32 @@ from rich.markup import escape as rich_escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import traceconv
+import traceconv                                    # light: its API is imported when first used
 from traceconv import formats as registry
 from traceconv import progress, serve
-from traceconv import hotspots as summ
-from traceconv import validate as check
 from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped
 from traceconv.io import output_label, refuse_binary_terminal, stream_fd
+
+
+
+def lazy_module(name: str):  # noqa: ANN201
+    """``name``, imported when first used (``traceconv --help`` waits for no numpy or pydantic)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+summ = lazy_module("traceconv.hotspots")
+check = lazy_module("traceconv.validate")
+# As traceconv.hotspots.GROUPINGS and SORTS (tests/test_cli.py checks they agree), here so that
+# the help is written without importing the summary's numpy.
+GROUPINGS = ("name", "category", "thread", "process", "rank")
+SORTS = ("self", "total", "count", "avg")
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -60,8 +80,18 @@ app = typer.Typer(
 )
 
 
+# The library's parameters as this command line spells them (messages name them as {opt:name}).
+FLAGS = {"from_format": "--from", "to_format": "--to", "strict": "--strict", "ranks": "--ranks",
+         "rank_of": "--rank", "window": "--window", "min_dur": "--min-dur", "drop_cat": "--drop-cat",
+         "align": "--align", "port": "--port", "origin": "--origin"}
+
+
+def say_error(e: traceconv.TraceconvError) -> None:
+    err.print(f"traceconv: error: {e.one_line(FLAGS)}", markup=False, soft_wrap=True)
+
+
 def fail(e: traceconv.TraceconvError) -> "typer.Exit":
-    err.print(f"traceconv: error: {e}", markup=False, soft_wrap=True)
+    say_error(e)
     return typer.Exit(code=e.exit_code)
 
 
@@ -178,7 +208,8 @@ def merge(
     traceconv merge traces/rank*.pt.trace.json.gz -o run.pftrace
     """
     if to_stream(output) and not to:
-        to = traceconv.api.DEFAULT_STREAM_FORMAT
+        from traceconv.api import DEFAULT_STREAM_FORMAT
+        to = DEFAULT_STREAM_FORMAT
     try:
         binary = (to or "").lower() not in ("chrome-json", "json", "chrome") \
             and not str(output).endswith((".json", ".json.gz"))
@@ -212,8 +243,8 @@ def merge(
 @app.command()
 def summary(
     inputs: list[Path] = typer.Argument(..., metavar="INPUTS...", help="One profile, or one per rank of a run."),
-    by: str = typer.Option("name", "--by", help="Group by: " + ", ".join(summ.GROUPINGS) + "."),
-    sort: str = typer.Option("self", "--sort", help="Sort by: " + ", ".join(summ.SORTS) + "."),
+    by: str = typer.Option("name", "--by", help="Group by: " + ", ".join(GROUPINGS) + "."),
+    sort: str = typer.Option("self", "--sort", help="Sort by: " + ", ".join(SORTS) + "."),
     top: Optional[int] = typer.Option(20, "--top", help="Show the first N rows (0: all)."),
     fmt: str = typer.Option("table", "--format", help="table, csv or json."),
     from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
@@ -438,7 +469,7 @@ def main() -> None:
         _quiet_stdout()
         sys.exit(128 + signal.SIGPIPE)
     except traceconv.TraceconvError as e:      # a command that let one through
-        err.print(f"traceconv: error: {e}", markup=False, soft_wrap=True)
+        say_error(e)
         sys.exit(e.exit_code)
     except Exception:
         traceback.print_exc()

@@ -1,0 +1,134 @@
+"""Cold start: what a new user waits for, each figure from processes of their own.
+
+    python benchmarks/bench_coldstart.py                # with the traceconv this Python has
+    python benchmarks/bench_coldstart.py --fresh-venv   # first `pip install .` into a new venv
+
+Figures (issue 13's targets):
+* ``traceconv --help``: wall time of the command (median of 5 fresh processes);
+* the first ``traceconv convert examples/mlagents_timers.json -o x.pftrace``: wall time, and the
+  process's peak RSS (VmHWM: "a process after converting a tiny file");
+* ``import traceconv``: wall time of a process that does only that;
+* with ``--big FILE``: the first and the second conversion of a big trace, in fresh processes one
+  after the other (nothing compiled or cached at first use may make the first one slower).
+
+With ``--fresh-venv`` the figures come from a new virtual environment in ``benchmarks/data/``
+into which ``pip install .`` has just built and installed traceconv (as a new user meets it);
+otherwise from the interpreter running this script.  bench.py runs :func:`measure` too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+DATA = HERE / "data"
+EXAMPLE = ROOT / "examples" / "mlagents_timers.json"
+
+# One run of a command in a fresh process: its wall time and its peak RSS (VmHWM of the child,
+# read by a tiny launcher that waits for it: ru_maxrss would carry the launcher's own peak).
+LAUNCH = r"""
+import json, os, subprocess, sys, time
+cmd = sys.argv[1:]
+t = time.perf_counter()
+p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(p.pid, 0)
+dt = time.perf_counter() - t
+print(json.dumps({"seconds": dt, "maxrss": usage.ru_maxrss * 1024, "status": status}))
+"""
+
+
+def run(cmd: list[str]) -> dict:
+    r = subprocess.run([sys.executable, "-c", LAUNCH, *cmd], capture_output=True, text=True)
+    figures = json.loads(r.stdout)
+    if figures["status"]:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr}")
+    return figures
+
+
+def fresh_venv() -> Path:
+    """A new venv with ``pip install .`` of this checkout (the Rust build included): its python."""
+    venv = DATA / "coldstart-venv"
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    t = time.perf_counter()
+    subprocess.run([str(py), "-m", "pip", "install", "-q", str(ROOT)], check=True)
+    print(f"pip install . into a new venv: {time.perf_counter() - t:.0f} s", flush=True)
+    return py
+
+
+def measure(python: str | Path = sys.executable, big: Path | None = None, runs: int = 5) -> dict:
+    """The cold-start figures of the traceconv that ``python`` has."""
+    python = str(python)
+    command = [python, "-m", "traceconv"]
+    bindir = Path(python).parent
+    if (bindir / "traceconv").exists():
+        command = [str(bindir / "traceconv")]          # the console script, as a user types it
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "x.pftrace"
+        first = run([*command, "convert", str(EXAMPLE), "-o", str(out), "-q"])
+        later = [run([*command, "convert", str(EXAMPLE), "-o", str(out), "-q"]) for _ in range(runs - 1)]
+        helps = [run([*command, "--help"]) for _ in range(runs)]
+        imports = [run([python, "-c", "import traceconv"]) for _ in range(runs)]
+        figures = {
+            "help_seconds": statistics.median(h["seconds"] for h in helps),
+            "first_convert_seconds": first["seconds"],
+            "first_convert_maxrss": first["maxrss"],
+            "later_convert_seconds": statistics.median(c["seconds"] for c in later) if later else None,
+            "import_seconds": statistics.median(i["seconds"] for i in imports),
+        }
+        if big is not None:
+            bout = Path(tmp) / "big.pftrace"
+            figures["big_first_seconds"] = run([*command, "convert", str(big), "-o", str(bout), "-q"])["seconds"]
+            figures["big_second_seconds"] = run([*command, "convert", str(big), "-o", str(bout), "-q"])["seconds"]
+    return figures
+
+
+def report(f: dict, target=None) -> None:
+    """Print the figures; ``target(what, figure, goal, met)`` records them as bench.py's targets."""
+    print(f"cold start: traceconv --help {f['help_seconds']:.2f} s [target <= 0.3 s]; first conversion of "
+          f"the bundled example {f['first_convert_seconds']:.2f} s [target <= 0.5 s] (later ones "
+          f"{f['later_convert_seconds']:.2f} s), peak RSS {f['first_convert_maxrss'] / 1e6:.0f} MB "
+          f"[target <= 60 MB]; import traceconv {f['import_seconds']:.2f} s", flush=True)
+    if "big_first_seconds" in f:
+        print(f"  a big trace: first conversion {f['big_first_seconds']:.2f} s, second "
+              f"{f['big_second_seconds']:.2f} s [target: first no slower]")
+    if target is not None:
+        target("cold start: traceconv --help", f"{f['help_seconds']:.2f} s", "<= 0.3 s", f["help_seconds"] <= 0.3)
+        target("cold start: first conversion of the example", f"{f['first_convert_seconds']:.2f} s", "<= 0.5 s",
+               f["first_convert_seconds"] <= 0.5)
+        target("cold start: peak RSS converting the example", f"{f['first_convert_maxrss'] / 1e6:.0f} MB",
+               "<= 60 MB", f["first_convert_maxrss"] <= 60e6)
+        if "big_first_seconds" in f:
+            x = f["big_first_seconds"] / f["big_second_seconds"]
+            # within the noise of two runs (5 %): "no slower" cannot ask for more of one sample each
+            target("cold start: first / second conversion of a big trace", f"{x:.2f} x", "<= 1.05 x", x <= 1.05)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fresh-venv", action="store_true", help="pip install . into a new venv first")
+    ap.add_argument("--big", type=Path, help="also convert this big trace twice (first vs second)")
+    ap.add_argument("--json", metavar="OUT", help="save the figures to this JSON file")
+    a = ap.parse_args()
+    DATA.mkdir(exist_ok=True)
+    python = fresh_venv() if a.fresh_venv else Path(sys.executable)
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; traceconv of {python}", flush=True)
+    f = measure(python, a.big)
+    report(f)
+    if a.json:
+        Path(a.json).write_text(json.dumps(f, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
