@@ -16,7 +16,10 @@ other) and its size floor, the least any encoding with one typed DebugAnnotation
 take (size_floor; past 10 MB of output estimated from a sample of the packets), which says
 whether the 15 % target can be met at all on that input; the same convert from the .json.gz
 (baseline: gzip.decompress + json.loads, peak RSS against the uncompressed JSON's size); with
---verify, how many complete events lost their own duration (traceconv and naive).  With more
+--verify, how many complete events lost their own duration (traceconv and naive); when
+Perfetto's trace_processor_shell is at ../shared/bin, how long it takes to open the .pftrace
+against the JSON it came from (wall and CPU time, alternated runs: the issue's loading target,
+"every arg kept", is <= 1.0 x).  With more
 than one size: time and peak RSS per event without the fixed start-up cost (the imports, and
 loading the compiled kernels from numba's cache), measured in a child that converts a 100-event
 trace first and then the real one ("warm" runs: its time, and its peak RSS above where it
@@ -47,6 +50,8 @@ MB = 1e6
 # the size floor costs every event packet of an output up to this size, a random share of them beyond
 # (decoding every packet with the Python protobuf takes about a minute on the 1M output)
 FLOOR_EXACT_BYTES = 10e6
+# Perfetto's trace processor (the engine of ui.perfetto.dev), next to the repository, when it is there
+TRACE_PROCESSOR = HERE.parent.parent / "shared" / "bin" / "trace_processor_shell"
 
 CHILD = r"""
 import gc, gzip, json, resource, sys, time
@@ -119,6 +124,27 @@ def alternate(jobs: dict[str, tuple], repeat: int) -> dict[str, dict]:
             runs[label].append(run_child(what, *args))
     return {label: {**{k: statistics.median(r[k] for r in rs) for k in rs[0]},
                     "least_seconds": min(r["seconds"] for r in rs)} for label, rs in runs.items()}
+
+
+def open_times(files: dict[str, Path], repeat: int) -> dict[str, dict]:
+    """Seconds (wall and CPU of the child) trace_processor takes to open each file and count its
+    slices: every file once per round, alternated; medians, and the least wall time."""
+    if not TRACE_PROCESSOR.exists():
+        return {}
+    import resource
+    query = DATA / "count_slices.sql"
+    query.write_text("select count(*) from slice;\n")
+    runs: dict[str, list[tuple[float, float]]] = {label: [] for label in files}
+    for _ in range(max(repeat, 2)):
+        for label, path in files.items():
+            r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+            r = subprocess.run([str(TRACE_PROCESSOR), "-q", str(query), str(path)], capture_output=True, text=True)
+            wall, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+            if r.returncode:
+                raise SystemExit(f"trace_processor failed on {path}:\n{r.stderr[-2000:]}")
+            runs[label].append((wall, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime))
+    return {label: {"seconds": statistics.median(w for w, _ in rs), "cpu_seconds": statistics.median(c for _, c in rs),
+                    "least_seconds": min(w for w, _ in rs)} for label, rs in runs.items()}
 
 
 def parse_size(text: str) -> int:
@@ -476,6 +502,10 @@ def measure_size(size: str, n: int, a: argparse.Namespace) -> dict:
         naive = run_child("naive", src, DATA / f"naive_{size}.pftrace")
         row.update(naive_seconds=naive["seconds"], naive_maxrss=naive["maxrss"],
                    naive_bytes=(DATA / f"naive_{size}.pftrace").stat().st_size)
+    # opening the output in Perfetto's trace processor, against opening the JSON it came from
+    opened = open_times({"json": src, "pftrace": out}, a.repeat)
+    if opened:
+        row.update(open_json=opened["json"], open_pftrace=opened["pftrace"])
     # after the timed runs, in this process: what the .pftrace is made of, and the least it could be
     t = time.perf_counter()
     row["floor"] = size_floor(out, min(1.0, FLOOR_EXACT_BYTES / row["pftrace_bytes"]))
@@ -512,6 +542,12 @@ def report(r: dict) -> None:
           f"of which framing {low['arg_framing'] / MB:.2f} MB; the rest of the event packets "
           f"{low['skeleton'] / MB:.2f} MB): the 15 % target is "
           f"{'out of reach' if low['total'] > 0.15 * inp else 'not ruled out'} on this input [{fl['seconds']:.0f} s to decode]")
+    if "open_json" in r:
+        oj, op = r["open_json"], r["open_pftrace"]
+        print(f"  opening in trace_processor (count the slices; median of {TRACE_PROCESSOR.name} runs, alternated): "
+              f".pftrace {op['seconds']:.2f} s (CPU {op['cpu_seconds']:.2f} s), the JSON {oj['seconds']:.2f} s "
+              f"(CPU {oj['cpu_seconds']:.2f} s) = {op['seconds'] / oj['seconds']:.2f} x "
+              f"(CPU {op['cpu_seconds'] / oj['cpu_seconds']:.2f} x) [target <= 1.0]")
     print("  from the .json.gz:")
     print(f"    gzip.decompress + json.loads (gc off): {r['jsonloads_gz_seconds']:.2f} s, "
           f"{r['jsonloads_gz_maxrss'] / MB:.0f} MB peak")
@@ -545,6 +581,10 @@ def size_targets(r: dict, target) -> None:
     target(f"{s}: .pftrace / input", f"{100 * x:.1f} %", "<= 15 %", x <= 0.15, note)
     x = r["pftrace_gz_bytes"] / r["input_gz_bytes"]
     target(f"{s}: .pftrace.gz / gzip of the JSON", f"{x:.2f} x", "< 1.0 x", x < 1.0)
+    if "open_json" in r:
+        x = r["open_pftrace"]["seconds"] / r["open_json"]["seconds"]
+        target(f"{s}: trace_processor opening .pftrace / the JSON", f"{x:.2f} x", "<= 1.0 x", x <= 1.0,
+               f"CPU {r['open_pftrace']['cpu_seconds'] / r['open_json']['cpu_seconds']:.2f} x")
     absolute(".json.gz convert time / (gunzip + json.loads)", r["convert_gz_seconds"] / r["jsonloads_gz_seconds"])
     absolute(".json.gz convert peak RSS / JSON size", r["convert_gz_maxrss"] / inp)
     x = r["pftrace_from_gz_bytes"] / inp

@@ -1,7 +1,9 @@
-"""The compiled Perfetto encoder (traceconv.fast.pbwrite) against the writer's Python reference.
+"""The compiled Perfetto encoder (``traceconv._core.encode``, rust/src/encode.rs) against the writer's
+Python reference.
 
 Args rows are generated as JSON *text* (escapes or raw UTF-8, "\\/", whitespace, numbers written in
-every legal shape, repeated keys), so that the kernel's lexer meets what real files hold; every row
+every legal shape, repeated keys), so that the encoder's JSON reader (serde_json) meets what real
+files hold; every row
 is encoded by the kernel and by the Python reference (``PythonArgs``: msgspec + orjson +
 ``value_fields``), both decoded with ``perfetto_trace_pb2`` and compared field by field -- which
 oneof field, and floats bit for bit.  A row the kernel leaves to Python must be one the module
@@ -11,6 +13,7 @@ docstring says it leaves.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections import Counter
 
@@ -22,9 +25,11 @@ from hypothesis import strategies as st
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import traceconv
-from traceconv.fast import pbwrite
+from traceconv import _core
 from traceconv.model import Trace
 from traceconv.writers import perfetto as pw
+
+enc = _core.encode
 
 from timeline import assert_outputs_agree, assert_same_timeline, from_model, read_perfetto, sample_files
 
@@ -168,24 +173,14 @@ def dump(v, style: dict) -> str:
 
 # ---------------------------------------------------------------- what the kernel leaves to Python
 
-def _fast_float(text: str) -> bool:
-    """The exact fast path of the module docstring, on a number's text."""
-    body = text.lstrip("-")
-    mant, _, exp = body.replace("E", "e").partition("e")
-    whole, _, frac = mant.partition(".")
-    sig = (whole + frac).lstrip("0")
-    if len(sig) > 19:                  # the kernel reads at most 19 digits after the leading zeros
-        return False
-    if not sig.strip("0"):
-        return True                    # zero, at any exponent
-    e = (int(exp) if exp else 0) - len(frac) + (len(sig) - len(sig.rstrip("0")))
-    sig = sig.rstrip("0")
-    if e > 22:
-        return len(sig) + e - 22 <= 15
-    return len(sig) <= 15 and e >= -22
+def _num_left(f: float, negative: bool) -> bool:
+    """A number the encoder leaves to Python: beyond the double range (serde_json refuses it), or a
+    negative zero (serde_json reads ``-0`` and ``-0.0`` alike; orjson makes the first an int)."""
+    return math.isinf(f) or (f == 0 and negative)
 
 
 def left_to_python(v) -> bool:
+    """The rows the module docstring of rust/src/encode.rs says it leaves to the Python encoder."""
     if isinstance(v, Obj):
         keys = [k for k, _ in v.pairs]
         return (len(set(keys)) < len(keys) or any(_has_surrogate(k) for k in keys)
@@ -197,15 +192,16 @@ def left_to_python(v) -> bool:
     if isinstance(v, Num):
         if v.text.lstrip("-") in ("NaN", "Infinity"):
             return True
-        if any(c in v.text for c in ".eE"):
-            return not _fast_float(v.text)
-        return not -(2**63) <= int(v.text) <= 2**64 - 1
+        return _num_left(float(v.text), v.text.startswith("-"))
     if isinstance(v, bool) or v is None:
         return False
     if isinstance(v, int):
-        return not -(2**63) <= v <= 2**64 - 1
+        try:
+            return _num_left(float(v), False)
+        except OverflowError:
+            return True
     if isinstance(v, float):
-        return not _fast_float(json.dumps(v))
+        return _num_left(v, math.copysign(1, v) < 0)
     raise TypeError(v)
 
 
@@ -246,20 +242,20 @@ def _packed(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def kernel_and_reference(texts: list[bytes], intern_all: bool):
-    """(kernel bytes or None when left to Python, reference bytes, names, strings) per row."""
+    """(encoder bytes or None when left to Python, reference bytes, names, strings) per row."""
     data, off = _packed(texts)
-    table = pbwrite.collect_args(data, off, pbwrite.new_table(1, 1), True)     # tiny: it must grow
-    _, _, tkind, tdata, toff, tcount, tiid, _, _, tstate = table
-    n = int(tstate[0])
-    kinds = tkind[:n] & 1
+    table = enc.ArgsTable(True)
+    table.collect(data, off)
+    count, _ = table.value_stats()
     if intern_all:                       # every string value as an iid, to exercise that path too
-        vals = np.flatnonzero(kinds == pbwrite.VALUE)
-        tiid[vals] = np.arange(1, len(vals) + 1)
-    entries = {j: bytes(tdata[toff[j]:toff[j + 1]]) for j in range(n)}
-    names = {int(tiid[j]): b for j, b in entries.items() if kinds[j] == pbwrite.KEY}
-    strings = {int(tiid[j]): b for j, b in entries.items() if kinds[j] == pbwrite.VALUE and tiid[j]}
-    out, out_off, flags = pbwrite.encode_args(data, off, np.arange(len(texts), dtype=np.int64), table, True,
-                                              np.zeros(16, np.uint8))
+        table.set_value_iids(np.arange(1, len(count) + 1))
+    iids, kdata, koff = table.keys()
+    names = {int(iids[j]): bytes(kdata[koff[j]:koff[j + 1]]) for j in range(len(iids))}
+    iids, vdata, voff = table.string_values()
+    strings = {int(iids[j]): bytes(vdata[voff[j]:voff[j + 1]]) for j in range(len(iids))}
+    assert len(strings) == (len(count) if intern_all else 0)
+    out, out_off, flags = table.encode_args(data, off, np.arange(len(texts), dtype=np.int64),
+                                            parallel_rows=2 if intern_all else 1 << 40)
     python = pw.PythonArgs({b: i for i, b in names.items()})
     result = []
     for j, t in enumerate(texts):
@@ -347,6 +343,8 @@ def _plain_json(text: bytes) -> list:
             return ("b", v)
         if isinstance(v, float):
             return ("f", struct.pack("<d", v))
+        if isinstance(v, int) and not -(2**63) <= v <= 2**64 - 1:
+            return ("f", struct.pack("<d", float(v)))            # beyond 64 bits: the nearest double, as orjson
         return v
     return [(k, val(x)) for k, x in json.loads(text, object_pairs_hook=_Pairs)]
 
@@ -360,9 +358,12 @@ def _plain_json(text: bytes) -> list:
     (b'{"a":9223372036854775807}', "int_value", 2**63 - 1),
     (b'{"a":9223372036854775808}', "uint_value", 2**63),
     (b'{"a":18446744073709551615}', "uint_value", 2**64 - 1),
-    (b'{"a":-0}', "int_value", 0),
     (b'{"a":1.5}', "double_value", 1.5),
-    (b'{"a":-0.0}', "double_value", -0.0),
+    (b'{"a":1.2345678901234567}', "double_value", 1.2345678901234567),     # 17 significant digits
+    (b'{"a":1e-23}', "double_value", 1e-23),
+    (b'{"a":18446744073709551616}', "double_value", 2.0**64),                # beyond uint64: a float, as orjson
+    (b'{"a":-9223372036854775809}', "double_value", -(2.0**63)),
+    (b'{"a":0.00026199999999998447}', "double_value", 0.00026199999999998447),
     (b'{"a":1e22}', "double_value", 1e22),
     (b'{"a":1e23}', "double_value", 1e23),
     (b'{"a":0.1}', "double_value", 0.1),
@@ -388,10 +389,11 @@ def test_kernel_values(text, field, value):
 
 
 @pytest.mark.parametrize("text", [
-    b'{"a":1.2345678901234567}',          # 17 significant digits
-    b'{"a":1e-23}',                       # exponent beyond the exact range
-    b'{"a":18446744073709551616}',        # beyond uint64: orjson makes it a float
-    b'{"a":-9223372036854775809}',
+    b'{"a":1e400}',                       # beyond the double range
+    b'{"a":-1e400}',
+    b'{"a":NaN}',
+    b'{"a":-0}',                          # serde_json reads -0 and -0.0 alike; orjson -0 as an int
+    b'{"a":-0.0}',
     b'{"a":"\\ud800"}',                   # a lone surrogate
     b'{"\\udc00":1}',
     b'{"a":1,"a":2}',                     # a repeated key: the last value wins, as in Python
@@ -406,7 +408,7 @@ def test_kernel_values(text, field, value):
 ])
 def test_rows_left_to_python(text):
     ((got, ref),), _, _ = kernel_and_reference([text], False)
-    assert got is None
+    assert got is None and not isinstance(ref, Exception)
 
 
 @pytest.mark.parametrize("text, n", [
@@ -443,7 +445,7 @@ def test_rows_nested_past_the_limit(d):
     from traceconv.writers import argtext
     text = _depth_row(d)
     (got, ref), = kernel_and_reference([text], False)[0]
-    assert (got is None) == (d >= pbwrite.MAX_DEPTH), d
+    assert (got is None) == (d >= enc.MAX_DEPTH), d
     if got is not None:
         assert got == ref
     a, after = pb.TrackEvent.FromString(ref).debug_annotations     # pb2 decodes it: < 100 levels
@@ -497,32 +499,32 @@ def test_rows_no_client_loads_as_they_are(text, want, kind):
 @pytest.mark.parametrize("text, flags", [
     (b'{"a":1}', 0),
     (b'{"a":"NaN Infinity 1e400 \\\\ud800"}', 0),                     # inside a string: nothing
-    (b'{"a":"\\ud800"}', pbwrite.SCREEN_SURROGATE),
-    (b'{"a":"\\uDE80"}', pbwrite.SCREEN_SURROGATE),
+    (b'{"a":"\\ud800"}', enc.SCREEN_SURROGATE),
+    (b'{"a":"\\uDE80"}', enc.SCREEN_SURROGATE),
     (b'{"a":"\\u00e9"}', 0),
-    (b'{"a":NaN}', pbwrite.SCREEN_SUSPECT),
-    (b'{"a":-Infinity}', pbwrite.SCREEN_SUSPECT),
-    (b'{"a":1e400}', pbwrite.SCREEN_SUSPECT),
-    (b'{"a":1.5E+308}', pbwrite.SCREEN_SUSPECT),
+    (b'{"a":NaN}', enc.SCREEN_SUSPECT),
+    (b'{"a":-Infinity}', enc.SCREEN_SUSPECT),
+    (b'{"a":1e400}', enc.SCREEN_SUSPECT),
+    (b'{"a":1.5E+308}', enc.SCREEN_SUSPECT),
     (b'{"a":1e99,"b":true,"c":false,"d":null}', 0),
-    (b'{"a":' + b"9" * 300 + b'}', pbwrite.SCREEN_SUSPECT | pbwrite.SCREEN_LONG),
-    (b'{"a":0.00003300000000000525}', pbwrite.SCREEN_LONG),           # 20+ digits: Perfetto misreads
-    (b'{"a":18446744073709551615}', pbwrite.SCREEN_LONG),
+    (b'{"a":' + b"9" * 300 + b'}', enc.SCREEN_SUSPECT | enc.SCREEN_LONG),
+    (b'{"a":0.00003300000000000525}', enc.SCREEN_LONG),           # 20+ digits: Perfetto misreads
+    (b'{"a":18446744073709551615}', enc.SCREEN_LONG),
     (b'{"a":1234567890123456789,"b":0.123456789012345678e-5}', 0),     # 19 digits
     (b'{"a":"00000000000000000000000"}', 0),
     ('{"é中🚀":"é中🚀\U0010ffff"}'.encode(), 0),                        # well-formed UTF-8
-    (b'{"a":"\xff"}', pbwrite.SCREEN_SUSPECT),                           # not UTF-8
-    (b'{"a":"\xc3"}', pbwrite.SCREEN_SUSPECT),                           # cut
-    (b'{"a":"\xed\xa0\x80"}', pbwrite.SCREEN_SUSPECT),                 # an encoded surrogate
-    (b'{"a":"\xe0\x80\x80"}', pbwrite.SCREEN_SUSPECT),                 # overlong
-    (b'{"a":1\xc3\xa9}', pbwrite.SCREEN_SUSPECT),                       # outside a string
+    (b'{"a":"\xff"}', enc.SCREEN_SUSPECT),                           # not UTF-8
+    (b'{"a":"\xc3"}', enc.SCREEN_SUSPECT),                           # cut
+    (b'{"a":"\xed\xa0\x80"}', enc.SCREEN_SUSPECT),                 # an encoded surrogate
+    (b'{"a":"\xe0\x80\x80"}', enc.SCREEN_SUSPECT),                 # overlong
+    (b'{"a":1\xc3\xa9}', enc.SCREEN_SUSPECT),                       # outside a string
     (_depth_row(64), 0),
-    (_depth_row(65), pbwrite.SCREEN_DEEP),
+    (_depth_row(65), enc.SCREEN_DEEP),
     (b'{"a":"' + b"[" * 100 + b'"}', 0),
 ])
 def test_screen_finds_the_rows_a_json_output_cannot_copy(text, flags):
     data, off = _packed([text, b"", b'{"x":1}'])
-    assert pbwrite.screen_args(data, off, 64).tolist() == [flags, 0, 0]
+    assert enc.screen_args(data, off, 64).tolist() == [flags, 0, 0]
 
 
 def test_nested_names_are_interned_and_long_values_get_long_lengths():
@@ -553,8 +555,7 @@ def test_python_rows_and_kernel_rows_in_one_output(tmp_path):
     assert len(m.slices) == len(got.slices) == 24
 
 
-def test_a_packet_larger_than_the_write_buffer(tmp_path, monkeypatch):
-    monkeypatch.setattr(pw, "_CHUNK", 997)
+def test_packets_with_long_annotations(tmp_path):
     t = Trace("test")
     th = t.thread(t.process(1, "p"), 1, "t")
     for i in range(50):
@@ -670,7 +671,7 @@ def test_two_threads_write_the_same_bytes_as_one(tmp_path, monkeypatch):
         t.add_slice(th.track, i * 10, 5, f"s{i % 7}", "c", {"i": i, "s": ["float", "", "x" * (i % 200)],
                                                                "f": i / 4, "n": {"k": i % 3}} if i % 5 else None)
         t.add_instant(th.track, i * 10 + 1, "m", None, {"Bytes": i} if i % 2 else {"Bytes": 0.1 * i})
-    monkeypatch.setattr(pbwrite, "PARALLEL_ROWS", 16)
+    monkeypatch.setattr(pw, "PARALLEL_ROWS", 16)
     monkeypatch.setattr(pw, "_STEP", 1000)
     monkeypatch.setattr(pw.os, "cpu_count", lambda: 2)
     traceconv.save(t, tmp_path / "two.pftrace")

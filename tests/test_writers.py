@@ -210,9 +210,10 @@ def test_layout_is_idempotent_and_counted_once():
 
 
 def test_many_chunks_of_packets_lose_nothing(tmp_path, monkeypatch):
-    """More packets than one write chunk holds (regression: every 4096th packet was written empty)."""
+    """More packets than one step of the encoder holds (regression: every 4096th packet was written
+    empty)."""
     from traceconv.writers import perfetto as pw
-    monkeypatch.setattr(pw, "_CHUNK", 997)
+    monkeypatch.setattr(pw, "_STEP", 997)
     t = Trace("test")
     th = t.thread(t.process(1, "p"), 1, "t")
     n = 4096 * 2 + 7
@@ -227,42 +228,66 @@ def test_many_chunks_of_packets_lose_nothing(tmp_path, monkeypatch):
 
 
 def test_hand_encoded_tags_match_the_perfetto_protos():
-    """The writer and its kernels encode packets themselves: every tag must be the protos' field number
-    and wire type, and every enum value and constant they write the protos' own."""
+    """The one tag table (``_core.encode.FIELDS``, which the compiled encoder writes by and the Python
+    writer takes its tags from): every field number and wire type must be the protos' own, and every
+    enum value and constant written the protos' own."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-    from traceconv.fast import pbwrite
+    from traceconv import _core
     from traceconv.writers import perfetto as pw
     from traceconv.writers.perfetto import TAGS, varint
+    enc = _core.encode
     wire = {1: 1, 6: 1, 9: 2, 11: 2, 12: 2}     # double, fixed64: I64; string, message, bytes: LEN; else VARINT
-    for (message, field), got in TAGS.items():
+    assert len(enc.FIELDS) >= 30
+    for (message, field), (number, w) in enc.FIELDS.items():
         f = getattr(pb, message).DESCRIPTOR.fields_by_name[field]
-        assert got == varint(f.number << 3 | wire.get(f.type, 0)), (message, field)
-    assert set(pbwrite.FIELDS) <= set(TAGS)
+        assert (number, w) == (f.number, wire.get(f.type, 0)), (message, field)
+        assert TAGS[message, field] == varint(number << 3 | w)
+    assert set(TAGS) == set(enc.FIELDS)
     for message in ("EventCategory", "DebugAnnotationName", "InternedString"):   # laid out as EventName
         for field, same in (("iid", "iid"), ("name", "name"), ("str", "name")):
             if field in getattr(pb, message).DESCRIPTOR.fields_by_name:
                 assert getattr(pb, message).DESCRIPTOR.fields_by_name[field].number == \
                     pb.EventName.DESCRIPTOR.fields_by_name[same].number
-    # the kernels' tag constants (one byte, or two as varint bytes) are those of FIELDS
-    for name, (message, field) in {"T_PACKET": ("Trace", "packet"), "P_TS": ("TracePacket", "timestamp"),
-                                   "P_SEQ": ("TracePacket", "trusted_packet_sequence_id"),
-                                   "P_FLAGS": ("TracePacket", "sequence_flags"), "E_ANN": ("TrackEvent", "debug_annotations"),
-                                   "A_DICT": ("DebugAnnotation", "dict_entries"),
-                                   "A_ARRAY": ("DebugAnnotation", "array_values")}.items():
-        assert bytes([getattr(pbwrite, name)]) == TAGS[message, field], name
-    for name, (message, field) in {"A_STR_IID": ("DebugAnnotation", "string_value_iid"),
-                                   "E_DOUBLE": ("TrackEvent", "double_counter_value"),
-                                   "E_FLOW": ("TrackEvent", "flow_ids"),
-                                   "E_TFLOW": ("TrackEvent", "terminating_flow_ids")}.items():
-        assert bytes([getattr(pbwrite, name + "0"), getattr(pbwrite, name + "1")]) == TAGS[message, field], name
-    assert (pbwrite.TYPE_SLICE_BEGIN, pbwrite.TYPE_SLICE_END, pbwrite.TYPE_INSTANT, pbwrite.TYPE_COUNTER) == \
+    assert (enc.TYPE_SLICE_BEGIN, enc.TYPE_SLICE_END, enc.TYPE_INSTANT, enc.TYPE_COUNTER) == \
         (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT,
          pb.TrackEvent.TYPE_COUNTER)
     fields = pb.InternedData.DESCRIPTOR.fields_by_name
     for got, field in ((pw._I_CATS, "event_categories"), (pw._I_NAMES, "event_names"),
                        (pw._I_ANN, "debug_annotation_names"), (pw._I_STRINGS, "debug_annotation_string_values")):
-        assert varint(got) == TAGS["InternedData", field] and fields[field].number << 3 | 2 == got
+        assert fields[field].number == got
     assert 64 <= pw.SEQ_CLOCK <= 127                          # a sequence-scoped clock id
+
+
+def test_every_hand_written_field_decodes_as_the_protos_say(tmp_path):
+    """Every field of the tag table, written by the compiled encoder into a whole trace, read back by
+    perfetto_trace_pb2 as the field it was meant to be (a wrong number or wire type would fail to
+    parse or land in another field)."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    t = Trace("test")
+    p = t.process(1, "p")
+    th = t.thread(p, 1, "t")
+    c = t.track(TrackKind.COUNTER, "c", p)
+    a = t.add_slice(th.track, 10, 5, "s", "cat", {"i": -3, "u": 2**64 - 1, "b": True, "d": 0.5, "s": "v" * 30,
+                                                   "n": {"k": [1, "v" * 30]}})
+    t.add_slice(th.track, 30, 5, "s2", None, {"s": "v" * 30})
+    b = t.add_slice(th.track, 40, 5, "s3", None, {"s": "v" * 30})
+    t.add_flow(a, b)
+    t.add_instant(th.track, 12, "i", None, {"s": "v" * 30})
+    t.add_counter(c.id, 11, 2.5)
+    traceconv.save(t, tmp_path / "f.pftrace")
+    tr = pb.Trace.FromString((tmp_path / "f.pftrace").read_bytes())
+    te = [q.track_event for q in tr.packet if q.HasField("track_event")]
+    assert sorted(e.type for e in te) == [1, 1, 1, 2, 2, 2, 3, 4]
+    assert [e.double_counter_value for e in te if e.type == 4] == [2.5]
+    begin = next(e for e in te if e.type == 1 and e.category_iids)
+    vals = {x.name_iid: x for x in begin.debug_annotations}
+    assert sorted(x.WhichOneof("value") or "dict" for x in vals.values()) == \
+        ["bool_value", "dict", "double_value", "int_value", "string_value_iid", "uint_value"]
+    assert begin.flow_ids and any(e.terminating_flow_ids for e in te)
+    interned = [q.interned_data for q in tr.packet if q.HasField("interned_data")]
+    assert any(d.event_names for d in interned) and any(d.event_categories for d in interned)
+    assert any(d.debug_annotation_names for d in interned) and any(d.debug_annotation_string_values for d in interned)
+    assert all(q.trusted_packet_sequence_id == 1 for q in tr.packet)
 
 
 def test_annotation_values_decode_to_what_was_encoded():
@@ -281,16 +306,11 @@ def test_annotation_values_decode_to_what_was_encoded():
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=50))
 def test_varints_are_what_protobuf_encodes(values):
-    """The writer's varints, in Python and in the kernels, against protobuf's own encoding."""
-    import numpy as np
+    """The writer's varints (prost's, through the compiled core) against protobuf's own encoding."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-    from traceconv.fast import pbwrite
     from traceconv.writers.perfetto import varint
-    buf = np.zeros(10, np.uint8)
     for v in values:
         assert b"\x40" + varint(v) == pb.TracePacket(timestamp=v).SerializeToString()
-        n = pbwrite._put(buf, 0, np.uint64(v))
-        assert n == pbwrite._vlen(np.uint64(v)) and buf[:n].tobytes() == varint(v)
     for v in (-1, -(2**63)):
         assert pb.DebugAnnotation.FromString(b"\x20" + varint(v)).int_value == v
 

@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+mod encode;
 mod flows;
 mod nest;
 mod scan;
@@ -14,5 +15,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     nest::register(m)?;
     flows::register(m)?;
     scan::register(m)?;
+    encode::register(m)?;
     Ok(())
 }

@@ -37,7 +37,7 @@ import numpy as np
 import orjson
 
 from .. import __version__
-from ..fast import pbwrite
+from .. import _core
 from ..model import ArgsColumn, Clock, Trace, TrackKind
 from ..progress import EVERY, report
 from . import argtext
@@ -123,17 +123,17 @@ _SCREEN_ROWS = 1 << 16     # rows screened at a time (a spilled column's pages d
 
 def _rewritten(col: ArgsColumn, counts: Counter) -> dict[int, bytes]:
     """The rows of ``col`` that cannot be copied as they are, rewritten: the rows
-    :func:`pbwrite.screen_args` flags, checked (a mere suspect that orjson reads is kept) and made
+    :func:`_core.encode.screen_args` flags, checked (a mere suspect that orjson reads is kept) and made
     writable by :func:`argtext.clean`.  Usually empty."""
     out: dict[int, bytes] = {}
     data, off = col.packed()
     for lo in range(0, len(off) - 1, _SCREEN_ROWS):
-        flags = pbwrite.screen_args(data, off[lo:lo + _SCREEN_ROWS + 1], argtext.MAX_DEPTH)
+        flags = _core.encode.screen_args(data, off[lo:lo + _SCREEN_ROWS + 1], argtext.MAX_DEPTH)
         col.forget()
         for j in np.flatnonzero(flags).tolist():
             i = lo + j
             a = col[i]
-            if flags[j] == pbwrite.SCREEN_SUSPECT:
+            if flags[j] == _core.encode.SCREEN_SUSPECT:
                 try:
                     orjson.loads(a)
                     continue

@@ -40,20 +40,20 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
 
 How it is written: the few header packets (clock, descriptors, metadata) are
 built with ``perfetto_trace_pb2``.  The event packets -- millions of them --
-are encoded in protobuf's wire format by compiled kernels
-(:mod:`traceconv.fast.pbwrite`): a first pass over all args rows collects
-their keys and counts their string values, a second pass transcodes each row's
-JSON text straight into ``DebugAnnotation`` bytes and assembles the packets of
-a step of the event stream into a 1 MB buffer, which is written out as it
-fills.  The rare rows the kernel leaves alone (floats beyond the exact fast
-path, integers beyond 64 bits, ...) are encoded by the Python reference here
+and the interned data are encoded by the compiled core
+(``rust/src/encode.rs``, ``traceconv._core.encode``): a first pass over all
+args rows (serde_json) numbers their keys and counts their string values, a
+second pass reads each row's JSON text again straight into
+``DebugAnnotation`` bytes and writes the packets of a step of the event
+stream.  The rare rows it leaves alone (a key repeated in one object, a lone
+surrogate escape, NaN, ...) are encoded by the Python reference here
 (:func:`value_fields`).  With a second core, pass 1 runs beside the sort of
 the event stream and each step's rows are split between two threads (the
-kernels release the GIL); the output is the same byte for byte.
-``tests/test_writers.py`` and ``tests/test_pbwrite.py`` check every
-hand-written tag against the pb2 descriptors, the kernel's annotations against
-the Python reference (hypothesis), and decode whole outputs with
-``perfetto_trace_pb2``.
+core releases the GIL); the output is the same byte for byte.  Field numbers
+come from one table, ``_core.encode.FIELDS``, which ``tests/test_writers.py``
+checks against the pb2 descriptors; ``tests/test_pbwrite.py`` checks the
+core's annotations against the Python reference (hypothesis), and whole
+outputs are decoded with ``perfetto_trace_pb2``.
 """
 
 from __future__ import annotations
@@ -69,8 +69,7 @@ import numpy as np
 import orjson
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from .. import __version__
-from ..fast import pbwrite
+from .. import __version__, _core
 from . import argtext
 from ..model.layout import BEGIN, COUNTER, END, INSTANT, event_windows, stream_length
 from ..model import Trace, TrackKind
@@ -80,11 +79,11 @@ SEQ_ID = 1
 SEQ_CLOCK = 64            # the sequence's incremental clock (ids 64..127 are sequence-scoped)
 # the sibling_merge_key of the lanes of one track: this and the track's uuid
 LANE_MERGE_KEY = "traceconv overlap lanes of"
-_CHUNK = 1 << 20          # bytes written at a time
 _INTERNED_MAX = 1 << 20   # interned entries per packet, in bytes
 _STEP = 1 << 15           # events encoded per step (their annotations exist for that step only)
 _WINDOW = 1 << 16         # events per window of the sorted stream (layout.event_windows)
 _CACHE = 200_000          # Python-encoded arg values remembered (the cache starts over when full)
+PARALLEL_ROWS = 8192      # a step's args rows are split between two threads from this many
 INTERN_STRINGS = True     # repeated string values as DebugAnnotation.string_value_iid
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 _UNITS = {"bytes": pb.CounterDescriptor.UNIT_SIZE_BYTES, "ns": pb.CounterDescriptor.UNIT_TIME_NS,
@@ -94,44 +93,23 @@ SEQ_NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 
 
 # ---------------------------------------------------------------- protobuf wire format
+#
+# The compiled core's encoding, for the Python encoder of the rows it leaves alone: its varints and
+# its one table of field numbers (``_core.encode.FIELDS``, checked against the pb2 descriptors).
 
-def _varint_slow(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-_SMALL = [_varint_slow(i) for i in range(1 << 14)]
+_enc = _core.encode
+_SMALL = [_enc.varint(i) for i in range(1 << 14)]
 
 
 def varint(v: int) -> bytes:
     """Unsigned varint (negative int64 values as their 64-bit two's complement)."""
     if 0 <= v < 16384:
         return _SMALL[v]
-    return _varint_slow(v & 0xFFFF_FFFF_FFFF_FFFF)
+    return _enc.varint(v)
 
 
-def tag(field: int, wire: int) -> bytes:
-    return varint(field << 3 | wire)
-
-
-VARINT, I64, LEN = 0, 1, 2
-# (message, field name) -> tag bytes; every one of them is checked against the pb2 descriptors in
-# the tests.  The kernels' own (pbwrite.FIELDS) are part of it.
-TAGS: dict[tuple[str, str], bytes] = {k: tag(n, w) for k, (n, w) in pbwrite.FIELDS.items()}
-TAGS.update({
-    ("TracePacket", "interned_data"): tag(12, LEN),
-    ("DebugAnnotation", "name"): tag(10, LEN),
-    ("InternedData", "event_categories"): tag(1, LEN),
-    ("InternedData", "event_names"): tag(2, LEN),
-    ("InternedData", "debug_annotation_names"): tag(3, LEN),
-    ("InternedData", "debug_annotation_string_values"): tag(29, LEN),
-    ("EventName", "iid"): tag(1, VARINT),
-    ("EventName", "name"): tag(2, LEN),
-})
+# (message, field name) -> tag bytes, from the core's table
+TAGS: dict[tuple[str, str], bytes] = {k: varint(n << 3 | w) for k, (n, w) in _enc.FIELDS.items()}
 _T = TAGS
 P_PACKET = _T["Trace", "packet"]
 P_SEQ = _T["TracePacket", "trusted_packet_sequence_id"] + varint(SEQ_ID)
@@ -148,8 +126,9 @@ A_STR = _T["DebugAnnotation", "string_value"]
 A_JSON = _T["DebugAnnotation", "legacy_json_value"]
 A_DICT = _T["DebugAnnotation", "dict_entries"]
 A_ARRAY = _T["DebugAnnotation", "array_values"]
-# tag numbers (not bytes) of the interned-data lists, for the entry kernel
-_I_CATS, _I_NAMES, _I_ANN, _I_STRINGS = 1 << 3 | LEN, 2 << 3 | LEN, 3 << 3 | LEN, 29 << 3 | LEN
+# field numbers of the interned-data lists
+_I_CATS, _I_NAMES, _I_ANN, _I_STRINGS = (_enc.FIELDS["InternedData", f][0] for f in (
+    "event_categories", "event_names", "debug_annotation_names", "debug_annotation_string_values"))
 _pack_d = struct.Struct("<d").pack
 
 
@@ -265,36 +244,26 @@ class ArgsPlan:
         self.strings = strings
         self.s_data, self.s_off = trace.slices.args.packed()
         self.i_data, self.i_off = trace.instants.args.packed()
-        table = pbwrite.new_table()
+        table = _enc.ArgsTable(strings)
         for col, data, off in ((trace.slices.args, self.s_data, self.s_off),
                                (trace.instants.args, self.i_data, self.i_off)):
             for lo in range(0, len(off) - 1, _STEP):     # a spilled column's pages a step at a time
-                table = pbwrite.collect_args(data, off[lo:lo + _STEP + 1], table, strings)
+                table.collect(data, off[lo:lo + _STEP + 1])
                 col.forget()
         self.table = table
-        _, _, tkind, tdata, toff, tcount, tiid, _, _, tstate = table
-        n = int(tstate[0])
-        kind = tkind[:n] & 1
-        # annotation names: the kernel numbered them 1, 2, ...
-        keys = np.flatnonzero(kind == pbwrite.KEY)
-        self.key_iids = {bytes(tdata[toff[j]:toff[j + 1]]): int(tiid[j]) for j in keys.tolist()}
-        self.values = np.flatnonzero(kind == pbwrite.VALUE)
-        if strings and len(self.values):
-            tiid[self.values] = _value_iids(tcount[self.values], toff[self.values + 1] - toff[self.values])
+        # annotation names: numbered 1, 2, ... by first appearance
+        iids, data, off = table.keys()
+        self.key_iids = {bytes(data[off[j]:off[j + 1]]): int(iids[j]) for j in range(len(iids))}
+        count, ln = table.value_stats()
+        if strings and len(count):
+            table.set_value_iids(_value_iids(count, ln))
         self.python = PythonArgs(self.key_iids)
 
     def annotation_names(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return _packed(list(self.key_iids.values()), list(self.key_iids))
+        return self.table.keys()
 
     def string_values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        _, _, _, tdata, toff, _, tiid, _, _, _ = self.table
-        sel = self.values[tiid[self.values] > 0]
-        sel = sel[np.argsort(tiid[sel])]
-        lens = toff[sel + 1] - toff[sel]
-        off = np.zeros(len(sel) + 1, np.int64)
-        np.cumsum(lens, out=off[1:])
-        idx = np.repeat(toff[sel] - off[:-1], lens) + np.arange(int(off[-1]))
-        return tiid[sel], tdata[idx], off
+        return self.table.string_values()
 
 
 def _value_iids(count: np.ndarray, ln: np.ndarray) -> np.ndarray:
@@ -326,17 +295,10 @@ def _packed(iids: list[int], items: list[bytes]) -> tuple[np.ndarray, np.ndarray
     return np.asarray(iids, np.int64), data, off
 
 
-def _interned_packets(out: BinaryIO, field_tag: int, iids: np.ndarray, data: np.ndarray, off: np.ndarray) -> None:
+def _interned_packets(out: BinaryIO, field: int, iids: np.ndarray, data: np.ndarray, off: np.ndarray) -> None:
     """Interned entries in packets of at most about _INTERNED_MAX bytes each."""
-    if not len(iids):
-        return
-    buf, ends = pbwrite.interned_entries(field_tag, iids, data, off)
-    start, base = 0, 0
-    while start < len(ends):
-        stop = max(int(np.searchsorted(ends, base + _INTERNED_MAX, side="right")), start + 1)
-        body = P_SEQ + P_NEEDS + ld(P_INTERNED, buf[base:ends[stop - 1]].tobytes())
-        out.write(P_PACKET + varint(len(body)) + body)
-        start, base = stop, int(ends[stop - 1])
+    if len(iids):
+        out.write(_enc.interned_packets(field, iids, data, off, SEQ_ID, SEQ_NEEDS, _INTERNED_MAX))
 
 
 def _header_packets(trace: Trace, uuids: list[int], t0: int) -> pb.Trace:
@@ -419,10 +381,14 @@ def _col(a: Any, dtype: Any) -> np.ndarray:
     return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
 
 
+def _contiguous(a: Any, dtype: Any) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
 def _flow_lists(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per slice, the ids (index + 1) of the flows with that end, in flow order: (start, ids)."""
     order = np.argsort(ends, kind="stable")
-    start = np.zeros(n + 1, np.int32 if len(ends) < 2**31 else np.int64)     # int32: half the memory
+    start = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(ends, minlength=n), out=start[1:])
     return start, (order + 1).astype(np.uint64)
 
@@ -455,10 +421,10 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
     s_name, i_name = _col(s.name, np.int32), _col(ins.name, np.int32)
     s_cat, i_cat = _col(s.cat, np.int32), _col(ins.cat, np.int32)
     strings = trace.strings
-    for field_tag, sids in ((_I_NAMES, np.unique(np.concatenate([s_name, i_name]))),
+    for field, sids in ((_I_NAMES, np.unique(np.concatenate([s_name, i_name]))),
                             (_I_CATS, np.unique(np.concatenate([s_cat, i_cat])))):
-        sids = sids[sids != 0] if field_tag == _I_CATS else sids
-        _interned_packets(out, field_tag, *_packed((sids + 1).tolist(), [_key(strings[i]) for i in sids.tolist()]))
+        sids = sids[sids != 0] if field == _I_CATS else sids
+        _interned_packets(out, field, *_packed((sids + 1).tolist(), [_key(strings[i]) for i in sids.tolist()]))
     _interned_packets(out, _I_ANN, *plan.annotation_names())
     _interned_packets(out, _I_STRINGS, *plan.string_values())
 
@@ -469,24 +435,23 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
         col = columns[which]
         return [plan.python(col[r]) for r in rows.tolist()]
 
-    enc = pbwrite.EventEncoder(
-        codes=(BEGIN, END, INSTANT, COUNTER), seq_id=SEQ_ID, flags=SEQ_NEEDS,
-        uuids=np.asarray(uuids, np.int64),
-        slices=(_col(s.track, np.int32), s_name, s_cat, plan.s_data, plan.s_off),
-        instants=(_col(ins.track, np.int32), i_name, i_cat, plan.i_data, plan.i_off),
-        counters=(_col(cnt.track, np.int32), _col(cnt.value, np.float64).view(np.uint64)),
-        flows_out=_flow_lists(_col(flows.src, np.int64), n), flows_in=_flow_lists(_col(flows.dst, np.int64), n),
-        table=plan.table, strings=plan.strings, chunk=_CHUNK, last=t0, fallback=fallback, pool=pool)
+    enc = _enc.EventEncoder(
+        plan.table, (BEGIN, END, INSTANT, COUNTER), SEQ_ID, SEQ_NEEDS, np.asarray(uuids, np.int64),
+        (_col(s.track, np.int32), s_name, s_cat, _contiguous(plan.s_data, np.uint8), _contiguous(plan.s_off, np.int64)),
+        (_col(ins.track, np.int32), i_name, i_cat, _contiguous(plan.i_data, np.uint8), _contiguous(plan.i_off, np.int64)),
+        (_col(cnt.track, np.int32), _col(cnt.value, np.float64).view(np.uint64)),
+        _flow_lists(_col(flows.src, np.int64), n), _flow_lists(_col(flows.dst, np.int64), n),
+        t0, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62)
     # the stream a window at a time, each in steps: the annotations of a step's rows exist for that
     # step only
     done = 0
     while window is not None:
-        enc.stream = window
-        size = len(window[0])
+        time, kind, index = window
+        size = len(time)
         for lo in range(0, size, _STEP):
             report("writing Perfetto protobuf", done + lo, total)
-            for chunk in enc.run(lo, min(lo + _STEP, size)):
-                out.write(chunk)
+            hi = min(lo + _STEP, size)
+            out.write(enc.run(time[lo:hi], kind[lo:hi], index[lo:hi], fallback))
             s.args.forget()
             ins.args.forget()
         done += size

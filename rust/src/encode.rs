@@ -1,0 +1,1121 @@
+//! The Perfetto protobuf encoding of events and their args, for `traceconv.writers.perfetto`
+//! (and the args screen of `traceconv.writers.chrome_json`).
+//!
+//! * **The tag table.**  [`FIELDS`] holds the field number and wire type of every field traceconv
+//!   writes by hand -- the one table of the project: the Python writer builds its few hand-made
+//!   fields from it (`_core.encode.FIELDS`) and the tests check every entry against the descriptors
+//!   of Perfetto's own protos (`perfetto_trace_pb2`).  Bytes are written with prost's encoding
+//!   primitives (`prost::encoding`: keys, varints, lengths): a message struct per event would cost
+//!   an allocation per annotation for nothing (the wire bytes are the same).
+//! * **Args.**  Each event's args are the compact JSON text of an object (the model's spilled args
+//!   column).  [`ArgsTable::collect`] (pass 1) reads every row with serde_json and numbers every key
+//!   (an annotation name, by first appearance) and counts every string value, so that the interned
+//!   data can be written before the first event; [`ArgsTable::encode_args`] (pass 2) reads a step's
+//!   rows again with serde_json -- straight from its deserializer into protobuf bytes, no value tree --
+//!   into repeated `TrackEvent.debug_annotations`.  The value mapping is the writer's Python reference
+//!   `value_fields` on what orjson makes of the text (see the module docstring of
+//!   `traceconv.writers.perfetto`); serde_json's `float_roundtrip` gives every double exactly as
+//!   Python's `float(text)`.  The rows it leaves to the Python encoder are flagged: a key repeated in
+//!   one object (Python keeps the last value), text serde_json refuses (a lone surrogate escape,
+//!   bytes that are not UTF-8, NaN, a number beyond the double range, anything not JSON, a row that
+//!   is not an object), nesting 60 deep or more, and `-0` (serde_json reads it as the double -0.0,
+//!   orjson as the integer 0).
+//! * **Packets.**  [`EventEncoder::run`] writes the `TracePacket`s of a step of the writer's event
+//!   stream: its args on two threads (rayon) once the step has enough rows, then the packets.
+//!   The GIL is released while it works.
+
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
+use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use rustc_hash::FxHashMap;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use std::fmt;
+
+use crate::nest::{column, Column};
+
+// ---------------------------------------------------------------- the tag table
+
+/// (message, field, number, wire type) of every field written by hand: the one tag table, checked
+/// against Perfetto's protos (`perfetto_trace_pb2`) by `tests/test_writers.py`.
+pub const FIELDS: &[(&str, &str, u32, WireType)] = &[
+    ("Trace", "packet", 1, WireType::LengthDelimited),
+    ("TracePacket", "timestamp", 8, WireType::Varint),
+    ("TracePacket", "trusted_packet_sequence_id", 10, WireType::Varint),
+    ("TracePacket", "track_event", 11, WireType::LengthDelimited),
+    ("TracePacket", "interned_data", 12, WireType::LengthDelimited),
+    ("TracePacket", "sequence_flags", 13, WireType::Varint),
+    ("TrackEvent", "category_iids", 3, WireType::Varint),
+    ("TrackEvent", "debug_annotations", 4, WireType::LengthDelimited),
+    ("TrackEvent", "type", 9, WireType::Varint),
+    ("TrackEvent", "name_iid", 10, WireType::Varint),
+    ("TrackEvent", "track_uuid", 11, WireType::Varint),
+    ("TrackEvent", "double_counter_value", 44, WireType::SixtyFourBit),
+    ("TrackEvent", "flow_ids", 47, WireType::SixtyFourBit),
+    ("TrackEvent", "terminating_flow_ids", 48, WireType::SixtyFourBit),
+    ("DebugAnnotation", "name_iid", 1, WireType::Varint),
+    ("DebugAnnotation", "bool_value", 2, WireType::Varint),
+    ("DebugAnnotation", "uint_value", 3, WireType::Varint),
+    ("DebugAnnotation", "int_value", 4, WireType::Varint),
+    ("DebugAnnotation", "double_value", 5, WireType::SixtyFourBit),
+    ("DebugAnnotation", "string_value", 6, WireType::LengthDelimited),
+    ("DebugAnnotation", "legacy_json_value", 9, WireType::LengthDelimited),
+    ("DebugAnnotation", "name", 10, WireType::LengthDelimited),
+    ("DebugAnnotation", "dict_entries", 11, WireType::LengthDelimited),
+    ("DebugAnnotation", "array_values", 12, WireType::LengthDelimited),
+    ("DebugAnnotation", "string_value_iid", 17, WireType::Varint),
+    ("InternedData", "event_categories", 1, WireType::LengthDelimited),
+    ("InternedData", "event_names", 2, WireType::LengthDelimited),
+    ("InternedData", "debug_annotation_names", 3, WireType::LengthDelimited),
+    ("InternedData", "debug_annotation_string_values", 29, WireType::LengthDelimited),
+    // EventCategory, EventName, DebugAnnotationName and InternedString share this layout
+    ("EventName", "iid", 1, WireType::Varint),
+    ("EventName", "name", 2, WireType::LengthDelimited),
+    ("InternedString", "iid", 1, WireType::Varint),
+    ("InternedString", "str", 2, WireType::LengthDelimited),
+];
+
+/// The field number of (message, field) in [`FIELDS`] (evaluated at compile time).
+const fn num(message: &str, field: &str) -> u32 {
+    let mut i = 0;
+    while i < FIELDS.len() {
+        if str_eq(FIELDS[i].0, message) && str_eq(FIELDS[i].1, field) {
+            return FIELDS[i].2;
+        }
+        i += 1;
+    }
+    panic!("no such field in FIELDS");
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const T_PACKET: u32 = num("Trace", "packet");
+const P_TS: u32 = num("TracePacket", "timestamp");
+const P_SEQ: u32 = num("TracePacket", "trusted_packet_sequence_id");
+const P_TE: u32 = num("TracePacket", "track_event");
+const P_INTERNED: u32 = num("TracePacket", "interned_data");
+const P_FLAGS: u32 = num("TracePacket", "sequence_flags");
+const E_CAT: u32 = num("TrackEvent", "category_iids");
+const E_ANN: u32 = num("TrackEvent", "debug_annotations");
+const E_TYPE: u32 = num("TrackEvent", "type");
+const E_NAME: u32 = num("TrackEvent", "name_iid");
+const E_TRACK: u32 = num("TrackEvent", "track_uuid");
+const E_DOUBLE: u32 = num("TrackEvent", "double_counter_value");
+const E_FLOW: u32 = num("TrackEvent", "flow_ids");
+const E_TFLOW: u32 = num("TrackEvent", "terminating_flow_ids");
+const A_NAME_IID: u32 = num("DebugAnnotation", "name_iid");
+const A_BOOL: u32 = num("DebugAnnotation", "bool_value");
+const A_UINT: u32 = num("DebugAnnotation", "uint_value");
+const A_INT: u32 = num("DebugAnnotation", "int_value");
+const A_DOUBLE: u32 = num("DebugAnnotation", "double_value");
+const A_STR: u32 = num("DebugAnnotation", "string_value");
+const A_NAME: u32 = num("DebugAnnotation", "name");
+const A_DICT: u32 = num("DebugAnnotation", "dict_entries");
+const A_ARRAY: u32 = num("DebugAnnotation", "array_values");
+const A_STR_IID: u32 = num("DebugAnnotation", "string_value_iid");
+const S_IID: u32 = num("InternedString", "iid");
+const S_STR: u32 = num("InternedString", "str");
+
+/// TrackEvent.Type values (checked against the protos in the tests too).
+pub const TYPE_SLICE_BEGIN: u64 = 1;
+pub const TYPE_SLICE_END: u64 = 2;
+pub const TYPE_INSTANT: u64 = 3;
+pub const TYPE_COUNTER: u64 = 4;
+
+/// Rows nested this deep (the row's object is depth 0) go to the Python encoder.
+pub const MAX_DEPTH: usize = 60;
+/// Keys per object checked for repeats; larger objects go to the Python encoder.
+const MAX_KEYS: usize = 1024;
+/// Pass 2 runs on two threads from this many rows in a step.
+pub const PARALLEL_ROWS: usize = 8192;
+
+#[inline]
+fn key_len(field: u32) -> usize {
+    prost::encoding::key_len(field)
+}
+
+/// A length-delimited field's key and a one-byte length placeholder; returns where the
+/// placeholder is, for [`close`].
+#[inline]
+fn open(field: u32, out: &mut Vec<u8>) -> usize {
+    encode_key(field, WireType::LengthDelimited, out);
+    out.push(0);
+    out.len() - 1
+}
+
+/// A length-delimited field holding `s`.
+#[inline]
+fn put_bytes(field: u32, s: &[u8], out: &mut Vec<u8>) {
+    encode_key(field, WireType::LengthDelimited, out);
+    encode_varint(s.len() as u64, out);
+    out.extend_from_slice(s);
+}
+
+/// Fill in the length of the field opened at `at` (moving its body when the length takes more than
+/// one byte).
+#[inline]
+fn close(at: usize, out: &mut Vec<u8>) {
+    let len = out.len() - at - 1;
+    if len < 0x80 {
+        out[at] = len as u8;
+    } else {
+        let mut v = Vec::with_capacity(10);
+        encode_varint(len as u64, &mut v);
+        out.splice(at..at + 1, v);
+    }
+}
+
+// ---------------------------------------------------------------- the table of keys and values
+
+/// Interned strings of one kind: bytes -> entry, entries in order of first appearance.
+#[derive(Default, Clone)]
+struct Strings {
+    index: FxHashMap<Box<[u8]>, u32>,
+    order: Vec<Box<[u8]>>,
+}
+
+impl Strings {
+    #[inline]
+    fn add(&mut self, s: &[u8]) -> u32 {
+        if let Some(&e) = self.index.get(s) {
+            return e;
+        }
+        let e = self.order.len() as u32;
+        let b: Box<[u8]> = s.into();
+        self.order.push(b.clone());
+        self.index.insert(b, e);
+        e
+    }
+    #[inline]
+    fn get(&self, s: &[u8]) -> Option<u32> {
+        self.index.get(s).copied()
+    }
+}
+
+/// Pass 1's findings: the annotation names (keys, iid = entry + 1) and the string values (with
+/// their counts; an iid > 0 once the caller chose to intern it).
+#[derive(Default)]
+struct Table {
+    keys: Strings,
+    values: Strings,
+    counts: Vec<i64>,
+    value_iids: Vec<u64>,
+    strings: bool,
+}
+
+// ---- pass 1: a serde visitor that records keys and counts string values, in document order
+
+struct Collect<'a> {
+    t: &'a mut Table,
+}
+
+impl<'de> DeserializeSeed<'de> for Collect<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+struct KeyOf<'a>(&'a mut Strings);
+
+impl<'de> DeserializeSeed<'de> for KeyOf<'_> {
+    type Value = u32;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u32, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyOf<'_> {
+    type Value = u32;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<u32, E> {
+        Ok(self.0.add(s.as_bytes()))
+    }
+}
+
+impl<'de> Visitor<'de> for Collect<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<(), E> {
+        if self.t.strings {
+            let e = self.t.values.add(s.as_bytes()) as usize;
+            if e == self.t.counts.len() {
+                self.t.counts.push(0);
+            }
+            self.t.counts[e] += 1;
+        }
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        while m.next_key_seed(KeyOf(&mut self.t.keys))?.is_some() {
+            m.next_value_seed(Collect { t: &mut *self.t })?;
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
+        while s.next_element_seed(Collect { t: &mut *self.t })?.is_some() {}
+        Ok(())
+    }
+}
+
+impl Table {
+    fn collect(&mut self, data: &[u8], off: &[i64]) -> Result<(), String> {
+        for r in 0..off.len().saturating_sub(1) {
+            let row = row_bytes(data, off, r)?;
+            if row.is_empty() {
+                continue;
+            }
+            let mut de = serde_json::Deserializer::from_slice(row);
+            // a row serde_json refuses keeps what it found before (pass 2 leaves it to Python)
+            let _ = Collect { t: self }.deserialize(&mut de);
+        }
+        self.value_iids.resize(self.counts.len(), 0);
+        Ok(())
+    }
+}
+
+fn row_bytes<'a>(data: &'a [u8], off: &[i64], r: usize) -> Result<&'a [u8], String> {
+    let (a, b) = (off[r], off[r + 1]);
+    if a < 0 || b < a || b as usize > data.len() {
+        return Err(format!("args row {r}: offsets {a}..{b} outside its {} bytes", data.len()));
+    }
+    Ok(&data[a as usize..b as usize])
+}
+
+// ---- pass 2: a serde visitor that writes DebugAnnotation bytes as it reads
+
+/// Why a row is left to the Python encoder (the error's text; never shown to a user).
+fn leave<E: de::Error>(why: &str) -> E {
+    E::custom(why)
+}
+
+struct Ann<'a> {
+    t: &'a Table,
+    out: &'a mut Vec<u8>,
+    depth: usize,
+    in_list: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Ann<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// A key of an object: its annotation name's entry in the table.
+struct KeyIid<'a>(&'a Strings);
+
+impl<'de> DeserializeSeed<'de> for KeyIid<'_> {
+    type Value = u32;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u32, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyIid<'_> {
+    type Value = u32;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<u32, E> {
+        self.0.get(s.as_bytes()).ok_or_else(|| leave("a key pass 1 did not see"))
+    }
+}
+
+/// `{}` or `[]` as an element of a list: one nameless entry with no value.
+const EMPTY_IN_LIST: [u8; 4] = [(A_DICT << 3 | 2) as u8, 2, (A_NAME << 3 | 2) as u8, 0];
+
+impl<'de> Visitor<'de> for Ann<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        encode_key(A_BOOL, WireType::Varint, self.out);
+        self.out.push(v as u8);
+        Ok(())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        let f = if v <= i64::MAX as u64 { A_INT } else { A_UINT };
+        encode_key(f, WireType::Varint, self.out);
+        encode_varint(v, self.out);
+        Ok(())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        encode_key(A_INT, WireType::Varint, self.out);
+        encode_varint(v as u64, self.out); // a negative int64 as its 10-byte two's complement
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        if v == 0.0 && v.is_sign_negative() {
+            return Err(leave("-0 or -0.0")); // serde_json reads both as -0.0; orjson "-0" as 0
+        }
+        encode_key(A_DOUBLE, WireType::SixtyFourBit, self.out);
+        self.out.extend_from_slice(&v.to_bits().to_le_bytes());
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(()) // null: no value field
+    }
+    fn visit_str<E>(self, s: &str) -> Result<(), E> {
+        let t = self.t;
+        let iid = if t.strings {
+            t.values.get(s.as_bytes()).map_or(0, |e| t.value_iids[e as usize])
+        } else {
+            0
+        };
+        if iid > 0 {
+            encode_key(A_STR_IID, WireType::Varint, self.out);
+            encode_varint(iid, self.out);
+        } else {
+            put_bytes(A_STR, s.as_bytes(), self.out);
+        }
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        let Ann { t, out, depth, in_list } = self;
+        let mut seen: Vec<u32> = Vec::new();
+        while let Some(e) = m.next_key_seed(KeyIid(&t.keys))? {
+            if seen.is_empty() && depth > 0 && depth >= MAX_DEPTH {
+                return Err(leave("too deep"));
+            }
+            if seen.len() >= MAX_KEYS || seen.contains(&e) {
+                return Err(leave("a repeated key")); // Python keeps the last value
+            }
+            seen.push(e);
+            let at = open(if depth == 0 { E_ANN } else { A_DICT }, out);
+            encode_key(A_NAME_IID, WireType::Varint, out);
+            encode_varint(e as u64 + 1, out);
+            m.next_value_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: false })?;
+            close(at, out);
+        }
+        if seen.is_empty() && in_list {
+            out.extend_from_slice(&EMPTY_IN_LIST);
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
+        let Ann { t, out, depth, in_list } = self;
+        if depth == 0 {
+            return Err(leave("not an object"));
+        }
+        let mut n = 0usize;
+        loop {
+            let at = open(A_ARRAY, out);
+            match s.next_element_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: true })? {
+                None => {
+                    out.truncate(at - key_len(A_ARRAY));
+                    break;
+                }
+                Some(()) => close(at, out),
+            }
+            if n == 0 && depth >= MAX_DEPTH {
+                return Err(leave("too deep")); // (an empty list takes no depth)
+            }
+            n += 1;
+        }
+        if n == 0 && in_list {
+            out.extend_from_slice(&EMPTY_IN_LIST);
+        }
+        Ok(())
+    }
+}
+
+/// The top of a row: an object, whose entries are the event's annotations.
+struct Row<'a> {
+    t: &'a Table,
+    out: &'a mut Vec<u8>,
+}
+
+impl<'de> DeserializeSeed<'de> for Row<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(Ann { t: self.t, out: self.out, depth: 0, in_list: false })
+    }
+}
+
+/// Appends the annotations of `row` to `out`; false (and `out` as it was) when the row is left to
+/// the Python encoder.
+fn encode_row(t: &Table, row: &[u8], out: &mut Vec<u8>) -> bool {
+    if row.is_empty() {
+        return true;
+    }
+    let start = out.len();
+    let mut de = serde_json::Deserializer::from_slice(row);
+    let ok = Row { t, out: &mut *out }.deserialize(&mut de).is_ok() && de.end().is_ok();
+    if !ok {
+        out.truncate(start);
+    }
+    ok
+}
+
+/// The annotations of `rows`: (bytes, end offset of each row's, flags: 1 = left to Python).
+fn encode_rows(t: &Table, data: &[u8], off: &[i64], rows: &[i64]) -> Result<(Vec<u8>, Vec<i64>, Vec<u8>), String> {
+    let mut size = 0usize;
+    for &r in rows {
+        if r < 0 || r as usize + 1 >= off.len() {
+            return Err(format!("args row {r} out of range ({} rows)", off.len().saturating_sub(1)));
+        }
+        size += row_bytes(data, off, r as usize)?.len();
+    }
+    let mut out = Vec::with_capacity(size + size / 4 + 64); // annotations take about their JSON's size
+    let mut ends = Vec::with_capacity(rows.len());
+    let mut flags = vec![0u8; rows.len()];
+    for (j, &r) in rows.iter().enumerate() {
+        let row = row_bytes(data, off, r as usize)?;
+        if !encode_row(t, row, &mut out) {
+            flags[j] = 1;
+        }
+        ends.push(out.len() as i64);
+    }
+    Ok((out, ends, flags))
+}
+
+/// [`encode_rows`] in two halves on two threads (rayon) when there are enough rows; the same bytes.
+fn encode_rows_par(
+    t: &Table,
+    data: &[u8],
+    off: &[i64],
+    rows: &[i64],
+    parallel_rows: usize,
+) -> Result<(Vec<u8>, Vec<i64>, Vec<u8>), String> {
+    if rows.len() < parallel_rows.max(2) || rayon::current_num_threads() < 2 {
+        return encode_rows(t, data, off, rows);
+    }
+    let (a, b) = rows.split_at(rows.len() / 2);
+    let (ra, rb) = rayon::join(|| encode_rows(t, data, off, a), || encode_rows(t, data, off, b));
+    let (mut out, mut ends, mut flags) = ra?;
+    let (out_b, ends_b, flags_b) = rb?;
+    let base = out.len() as i64;
+    out.extend_from_slice(&out_b);
+    ends.extend(ends_b.into_iter().map(|e| e + base));
+    flags.extend(flags_b);
+    Ok((out, ends, flags))
+}
+
+fn offsets(ends: &[i64]) -> Vec<i64> {
+    let mut off = Vec::with_capacity(ends.len() + 1);
+    off.push(0);
+    off.extend_from_slice(ends);
+    off
+}
+
+/// ArgsTable(strings: bool = True)
+///
+/// The keys and string values of a trace's args rows (pass 1, [`collect`]) and the encoder of a
+/// step's rows (pass 2, [`encode_args`]).  Keys get iids 1, 2, ... in order of first appearance;
+/// string values are counted, and written as `string_value_iid` once given an iid
+/// ([`set_value_iids`]).
+#[pyclass(module = "traceconv._core.encode")]
+pub struct ArgsTable {
+    t: Table,
+}
+
+type Packed<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>);
+
+fn packed<'py>(py: Python<'py>, iids: Vec<i64>, items: &[&[u8]]) -> Packed<'py> {
+    let mut data = Vec::with_capacity(items.iter().map(|s| s.len()).sum());
+    let mut off = Vec::with_capacity(items.len() + 1);
+    off.push(0i64);
+    for s in items {
+        data.extend_from_slice(s);
+        off.push(data.len() as i64);
+    }
+    (iids.into_pyarray(py), data.into_pyarray(py), off.into_pyarray(py))
+}
+
+#[pymethods]
+impl ArgsTable {
+    #[new]
+    #[pyo3(signature = (strings = true))]
+    fn new(strings: bool) -> Self {
+        ArgsTable { t: Table { strings, ..Default::default() } }
+    }
+
+    #[getter]
+    fn strings(&self) -> bool {
+        self.t.strings
+    }
+
+    /// collect(data uint8, off int64): pass 1 over the rows `data[off[r]:off[r + 1]]`: every key
+    /// numbered, every string value counted (when the table interns strings).
+    fn collect(&mut self, py: Python<'_>, data: Column<'_, u8>, off: Column<'_, i64>) -> PyResult<()> {
+        let (data, off) = (column(&data), column(&off));
+        let t = &mut self.t;
+        py.detach(|| t.collect(&data, &off)).map_err(PyValueError::new_err)
+    }
+
+    /// keys() -> (iids int64, data uint8, offsets int64): the annotation names in iid order.
+    fn keys<'py>(&self, py: Python<'py>) -> Packed<'py> {
+        let items: Vec<&[u8]> = self.t.keys.order.iter().map(|b| &**b).collect();
+        packed(py, (1..=items.len() as i64).collect(), &items)
+    }
+
+    /// value_stats() -> (counts int64, byte lengths int64) of the string values, in table order.
+    fn value_stats<'py>(&self, py: Python<'py>) -> (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>) {
+        let lens: Vec<i64> = self.t.values.order.iter().map(|b| b.len() as i64).collect();
+        (self.t.counts.clone().into_pyarray(py), lens.into_pyarray(py))
+    }
+
+    /// set_value_iids(iids int64): per string value (table order), its iid (0: written inline).
+    fn set_value_iids(&mut self, iids: Column<'_, i64>) -> PyResult<()> {
+        let iids = column(&iids);
+        if iids.len() != self.t.counts.len() {
+            return Err(PyValueError::new_err(format!(
+                "set_value_iids: {} iids for {} string values",
+                iids.len(),
+                self.t.counts.len()
+            )));
+        }
+        self.t.value_iids = iids.iter().map(|&i| i.max(0) as u64).collect();
+        Ok(())
+    }
+
+    /// string_values() -> (iids, data, offsets): the interned string values, in iid order.
+    fn string_values<'py>(&self, py: Python<'py>) -> Packed<'py> {
+        let mut sel: Vec<(u64, &[u8])> = self
+            .t
+            .value_iids
+            .iter()
+            .zip(&self.t.values.order)
+            .filter(|(&i, _)| i > 0)
+            .map(|(&i, b)| (i, &**b))
+            .collect();
+        sel.sort_unstable_by_key(|x| x.0);
+        let iids = sel.iter().map(|x| x.0 as i64).collect();
+        let items: Vec<&[u8]> = sel.iter().map(|x| x.1).collect();
+        packed(py, iids, &items)
+    }
+
+    /// encode_args(data, off, rows, parallel_rows=8192) -> (bytes uint8, offsets int64, flags uint8):
+    /// the annotations of row `rows[j]` are `bytes[offsets[j]:offsets[j + 1]]`, empty with
+    /// `flags[j]` = 1 where the row is left to the Python encoder.
+    #[pyo3(signature = (data, off, rows, parallel_rows = PARALLEL_ROWS))]
+    fn encode_args<'py>(
+        &self,
+        py: Python<'py>,
+        data: Column<'py, u8>,
+        off: Column<'py, i64>,
+        rows: Column<'py, i64>,
+        parallel_rows: usize,
+    ) -> PyResult<(Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u8>>)> {
+        let (data, off, rows) = (column(&data), column(&off), column(&rows));
+        let t = &self.t;
+        let (out, ends, flags) = py
+            .detach(|| encode_rows_par(t, &data, &off, &rows, parallel_rows))
+            .map_err(PyValueError::new_err)?;
+        Ok((out.into_pyarray(py), offsets(&ends).into_pyarray(py), flags.into_pyarray(py)))
+    }
+}
+
+// ---------------------------------------------------------------- packets
+
+fn arr<'py, T: numpy::Element>(py: Python<'py>, a: &Py<PyArray1<T>>) -> PyResult<PyReadonlyArray1<'py, T>> {
+    Ok(a.bind(py).try_readonly()?)
+}
+
+fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a [T]> {
+    a.as_slice().map_err(|e| PyValueError::new_err(format!("a column that is not contiguous: {e}")))
+}
+
+/// EventEncoder(table, codes, seq_id, flags (0: no sequence_flags field), uuids, slices, instants, counters, flows_out,
+/// flows_in, last, parallel_rows=8192)
+///
+/// Pass 2: the packets of the writer's event stream, a step at a time ([`run`]).  `codes` are the
+/// stream's kind values for (begin, end, instant, counter); names and categories are written as
+/// `id + 1` (a category id of 0 means none); `uuids[track]` is a track's uuid; `slices` /
+/// `instants` are (track int32, name int32, category int32, args data uint8, args offsets int64);
+/// `counters` (track int32, value bits uint64); `flows_out` / `flows_in` per slice (start int64
+/// of n + 1, ids uint64) -- `flow_ids` / `terminating_flow_ids`.  `last` is the time the first
+/// event's delta is from.
+#[pyclass(module = "traceconv._core.encode")]
+pub struct EventEncoder {
+    table: Py<ArgsTable>,
+    codes: [i64; 4],
+    seq_id: u64,
+    flags: u64,
+    uuids: Vec<u64>,
+    s: (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>),
+    i: (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>),
+    c: (Py<PyArray1<i32>>, Py<PyArray1<u64>>),
+    fo: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
+    fi: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
+    #[pyo3(get, set)]
+    last: i64,
+    #[pyo3(get, set)]
+    parallel_rows: usize,
+}
+
+type Cols = (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>);
+
+/// One event's packet, given its parts.
+struct Ev<'a> {
+    etype: u64,
+    uuid: u64,
+    name: u64,
+    cat: u64,
+    ann: &'a [u8],
+    counter: Option<u64>,
+    fo: &'a [u64],
+    fi: &'a [u64],
+}
+
+fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, ev: &Ev) {
+    let vl = |v: u64| encoded_len_varint(v);
+    let mut te = key_len(E_TYPE) + vl(ev.etype) + key_len(E_TRACK) + vl(ev.uuid);
+    if let Some(_) = ev.counter {
+        te += key_len(E_DOUBLE) + 8;
+    } else if ev.etype != TYPE_SLICE_END {
+        te += key_len(E_NAME) + vl(ev.name) + ev.ann.len();
+        if ev.cat != 0 {
+            te += key_len(E_CAT) + vl(ev.cat);
+        }
+        te += (key_len(E_FLOW) + 8) * ev.fo.len() + (key_len(E_TFLOW) + 8) * ev.fi.len();
+    }
+    let mut body = key_len(P_TS) + vl(delta) + key_len(P_SEQ) + vl(seq) + key_len(P_TE) + vl(te as u64) + te;
+    if flags != 0 {
+        body += key_len(P_FLAGS) + vl(flags);
+    }
+    encode_key(T_PACKET, WireType::LengthDelimited, out);
+    encode_varint(body as u64, out);
+    encode_key(P_TS, WireType::Varint, out);
+    encode_varint(delta, out);
+    encode_key(P_SEQ, WireType::Varint, out);
+    encode_varint(seq, out);
+    if flags != 0 {
+        encode_key(P_FLAGS, WireType::Varint, out);
+        encode_varint(flags, out);
+    }
+    encode_key(P_TE, WireType::LengthDelimited, out);
+    encode_varint(te as u64, out);
+    encode_key(E_TYPE, WireType::Varint, out);
+    encode_varint(ev.etype, out);
+    encode_key(E_TRACK, WireType::Varint, out);
+    encode_varint(ev.uuid, out);
+    if let Some(bits) = ev.counter {
+        encode_key(E_DOUBLE, WireType::SixtyFourBit, out);
+        out.extend_from_slice(&bits.to_le_bytes());
+    } else if ev.etype != TYPE_SLICE_END {
+        encode_key(E_NAME, WireType::Varint, out);
+        encode_varint(ev.name, out);
+        if ev.cat != 0 {
+            encode_key(E_CAT, WireType::Varint, out);
+            encode_varint(ev.cat, out);
+        }
+        out.extend_from_slice(ev.ann);
+        for &f in ev.fo {
+            encode_key(E_FLOW, WireType::SixtyFourBit, out);
+            out.extend_from_slice(&f.to_le_bytes());
+        }
+        for &f in ev.fi {
+            encode_key(E_TFLOW, WireType::SixtyFourBit, out);
+            out.extend_from_slice(&f.to_le_bytes());
+        }
+    }
+}
+
+fn idx(v: i64, n: usize, what: &str) -> Result<usize, String> {
+    if v < 0 || v as usize >= n {
+        Err(format!("{what} {v} out of range ({n})"))
+    } else {
+        Ok(v as usize)
+    }
+}
+
+#[pymethods]
+impl EventEncoder {
+    #[new]
+    #[pyo3(signature = (table, codes, seq_id, flags, uuids, slices, instants, counters, flows_out, flows_in, last,
+                        parallel_rows = PARALLEL_ROWS))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        table: Py<ArgsTable>,
+        codes: [i64; 4],
+        seq_id: u64,
+        flags: u64,
+        uuids: Column<'_, i64>,
+        slices: Cols,
+        instants: Cols,
+        counters: (Py<PyArray1<i32>>, Py<PyArray1<u64>>),
+        flows_out: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
+        flows_in: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
+        last: i64,
+        parallel_rows: usize,
+    ) -> Self {
+        let uuids = column(&uuids).iter().map(|&u| u as u64).collect();
+        EventEncoder {
+            table, codes, seq_id, flags, uuids, s: slices, i: instants, c: counters, fo: flows_out, fi: flows_in,
+            last, parallel_rows,
+        }
+    }
+
+    /// run(time int64, kind int8/any int, index int64, fallback) -> bytes: the packets of these events
+    /// (a step of the stream).  Rows the encoder leaves alone go to `fallback(0 for slices or 1 for
+    /// instants, rows int64 array) -> list of bytes` (their encoded annotations).
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        time: Column<'py, i64>,
+        kind: Column<'py, i64>,
+        index: Column<'py, i64>,
+        fallback: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let (time, kind, index) = (column(&time), column(&kind), column(&index));
+        let n = time.len();
+        if kind.len() != n || index.len() != n {
+            return Err(PyValueError::new_err("run: time, kind and index of different lengths"));
+        }
+        let [k_begin, k_end, k_instant, _] = self.codes;
+        let (st, sn, sc, sd, so) = (arr(py, &self.s.0)?, arr(py, &self.s.1)?, arr(py, &self.s.2)?,
+                                    arr(py, &self.s.3)?, arr(py, &self.s.4)?);
+        let (it, inm, ic, id, io) = (arr(py, &self.i.0)?, arr(py, &self.i.1)?, arr(py, &self.i.2)?,
+                                     arr(py, &self.i.3)?, arr(py, &self.i.4)?);
+        let (ct, cb) = (arr(py, &self.c.0)?, arr(py, &self.c.1)?);
+        let (fos, foi, fis, fii) = (arr(py, &self.fo.0)?, arr(py, &self.fo.1)?, arr(py, &self.fi.0)?,
+                                    arr(py, &self.fi.1)?);
+        let (st, sn, sc, sd, so) = (slice(&st)?, slice(&sn)?, slice(&sc)?, slice(&sd)?, slice(&so)?);
+        let (it, inm, ic, id, io) = (slice(&it)?, slice(&inm)?, slice(&ic)?, slice(&id)?, slice(&io)?);
+        let (ct, cb) = (slice(&ct)?, slice(&cb)?);
+        let (fos, foi, fis, fii) = (slice(&fos)?, slice(&foi)?, slice(&fis)?, slice(&fii)?);
+        let rows_s: Vec<i64> = (0..n).filter(|&e| kind[e] == k_begin).map(|e| index[e]).collect();
+        let rows_i: Vec<i64> = (0..n).filter(|&e| kind[e] == k_instant).map(|e| index[e]).collect();
+        let table = self.table.borrow(py);
+        let t = &table.t;
+        let par = self.parallel_rows;
+        let ((sa, se, sf), (ia, ie, if_)) = py
+            .detach(|| {
+                Ok::<_, String>((encode_rows_par(t, sd, so, &rows_s, par)?, encode_rows_par(t, id, io, &rows_i, par)?))
+            })
+            .map_err(PyValueError::new_err)?;
+        // the rows left to the Python encoder
+        let mut parts: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+        for (w, (rows, flags)) in [(&rows_s, &sf), (&rows_i, &if_)].into_iter().enumerate() {
+            let left: Vec<i64> = rows.iter().zip(flags.iter()).filter(|(_, &f)| f != 0).map(|(&r, _)| r).collect();
+            if !left.is_empty() {
+                let got = fallback.call1((w, left.clone().into_pyarray(py)))?;
+                let list = got.cast::<PyList>()?;
+                if list.len() != left.len() {
+                    return Err(PyValueError::new_err("fallback: one bytes object per row expected"));
+                }
+                for x in list.iter() {
+                    parts[w].push(x.cast::<PyBytes>()?.as_bytes().to_vec());
+                }
+            }
+        }
+        let (seq, flags, uuids) = (self.seq_id, self.flags, &self.uuids);
+        let mut last = self.last;
+        let out = py
+            .detach(|| {
+                let mut out = Vec::with_capacity(sa.len() + ia.len() + 48 * n);
+                let (mut js, mut ji, mut fs, mut fi) = (0usize, 0usize, 0usize, 0usize);
+                let nt = uuids.len();
+                for e in 0..n {
+                    let k = kind[e];
+                    let t = time[e];
+                    let delta = t.wrapping_sub(last) as u64;
+                    let ev = if k == k_end {
+                        let r = idx(index[e], st.len(), "slice")?;
+                        Ev { etype: TYPE_SLICE_END, uuid: uuids[idx(st[r] as i64, nt, "track")?], name: 0, cat: 0,
+                             ann: &[], counter: None, fo: &[], fi: &[] }
+                    } else if k == k_begin {
+                        let r = idx(index[e], st.len(), "slice")?;
+                        let a0 = if js == 0 { 0 } else { se[js - 1] as usize };
+                        let ann: &[u8] = if sf[js] != 0 {
+                            fs += 1;
+                            &parts[0][fs - 1]
+                        } else {
+                            &sa[a0..se[js] as usize]
+                        };
+                        js += 1;
+                        let (f0, f1) = (fos[r] as usize, fos[r + 1] as usize);
+                        let (g0, g1) = (fis[r] as usize, fis[r + 1] as usize);
+                        Ev { etype: TYPE_SLICE_BEGIN, uuid: uuids[idx(st[r] as i64, nt, "track")?],
+                             name: sn[r] as u64 + 1, cat: sc[r] as u64, ann, counter: None,
+                             fo: &foi[f0..f1], fi: &fii[g0..g1] }
+                    } else if k == k_instant {
+                        let r = idx(index[e], it.len(), "instant")?;
+                        let a0 = if ji == 0 { 0 } else { ie[ji - 1] as usize };
+                        let ann: &[u8] = if if_[ji] != 0 {
+                            fi += 1;
+                            &parts[1][fi - 1]
+                        } else {
+                            &ia[a0..ie[ji] as usize]
+                        };
+                        ji += 1;
+                        Ev { etype: TYPE_INSTANT, uuid: uuids[idx(it[r] as i64, nt, "track")?],
+                             name: inm[r] as u64 + 1, cat: ic[r] as u64, ann, counter: None, fo: &[], fi: &[] }
+                    } else {
+                        let r = idx(index[e], ct.len(), "counter")?;
+                        Ev { etype: TYPE_COUNTER, uuid: uuids[idx(ct[r] as i64, nt, "track")?], name: 0, cat: 0,
+                             ann: &[], counter: Some(cb[r]), fo: &[], fi: &[] }
+                    };
+                    // a category id 0 means none; else it is written as id + 1
+                    let ev = Ev { cat: if ev.cat != 0 { ev.cat + 1 } else { 0 }, ..ev };
+                    put_packet(&mut out, delta, seq, flags, &ev);
+                    last = t;
+                }
+                Ok::<_, String>(out)
+            })
+            .map_err(PyValueError::new_err)?;
+        self.last = last;
+        Ok(PyBytes::new(py, &out))
+    }
+}
+
+// ---------------------------------------------------------------- interned data
+
+/// interned_packets(field, iids, data, off, seq_id, flags, max_bytes) -> bytes: the entries
+/// `field { iid: iids[j], name/str: data[off[j]:off[j + 1]] }` of `InternedData` (the layout of
+/// EventName, EventCategory, DebugAnnotationName and InternedString), in `TracePacket`s of at most
+/// about `max_bytes` of entries each.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn interned_packets<'py>(
+    py: Python<'py>,
+    field: u32,
+    iids: Column<'py, i64>,
+    data: Column<'py, u8>,
+    off: Column<'py, i64>,
+    seq_id: u64,
+    flags: u64,
+    max_bytes: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let (iids, data, off) = (column(&iids), column(&data), column(&off));
+    if off.len() != iids.len() + 1 {
+        return Err(PyValueError::new_err("interned_packets: offsets must be one more than iids"));
+    }
+    let out = py
+        .detach(|| {
+            let mut out = Vec::new();
+            let mut entries = Vec::new();
+            let flush = |entries: &mut Vec<u8>, out: &mut Vec<u8>| {
+                let body = key_len(P_SEQ) + encoded_len_varint(seq_id) + key_len(P_FLAGS) + encoded_len_varint(flags)
+                    + key_len(P_INTERNED) + encoded_len_varint(entries.len() as u64) + entries.len();
+                encode_key(T_PACKET, WireType::LengthDelimited, out);
+                encode_varint(body as u64, out);
+                encode_key(P_SEQ, WireType::Varint, out);
+                encode_varint(seq_id, out);
+                encode_key(P_FLAGS, WireType::Varint, out);
+                encode_varint(flags, out);
+                put_bytes(P_INTERNED, entries, out);
+                entries.clear();
+            };
+            for j in 0..iids.len() {
+                let s = row_bytes(&data, &off, j)?;
+                let inner = key_len(S_IID) + encoded_len_varint(iids[j] as u64) + key_len(S_STR)
+                    + encoded_len_varint(s.len() as u64) + s.len();
+                let size = key_len(field) + encoded_len_varint(inner as u64) + inner;
+                if !entries.is_empty() && entries.len() + size > max_bytes {
+                    flush(&mut entries, &mut out);
+                }
+                encode_key(field, WireType::LengthDelimited, &mut entries);
+                encode_varint(inner as u64, &mut entries);
+                encode_key(S_IID, WireType::Varint, &mut entries);
+                encode_varint(iids[j] as u64, &mut entries);
+                put_bytes(S_STR, s, &mut entries);
+            }
+            if !entries.is_empty() {
+                flush(&mut entries, &mut out);
+            }
+            Ok::<_, String>(out)
+        })
+        .map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &out))
+}
+
+// ---------------------------------------------------------------- rows a JSON writer cannot copy
+
+pub const SCREEN_DEEP: u8 = 1;
+pub const SCREEN_SURROGATE: u8 = 2;
+pub const SCREEN_SUSPECT: u8 = 4;
+pub const SCREEN_LONG: u8 = 8;
+
+/// Per row of args text, the reasons it may not be copied into a JSON output as it is (bits):
+/// SCREEN_DEEP -- a container more than `max_depth` containers deep inside the row's object;
+/// SCREEN_SURROGATE -- a `\u` escape of a UTF-16 surrogate; SCREEN_SUSPECT -- something orjson may
+/// refuse (a letter outside strings that no JSON literal or exponent has, an exponent of 3+ digits,
+/// a run of 300+ digits, bytes that are not UTF-8: the caller checks with orjson); SCREEN_LONG -- a
+/// number of 20 or more digits before its exponent, which Perfetto's JSON importer misreads.
+/// A screen of byte classes, not a parser: the rows it flags are parsed by orjson in Python.
+fn screen_row(row: &[u8], max_depth: usize) -> u8 {
+    let b = row.len();
+    let (mut f, mut depth, mut digits, mut i) = (0u8, 0usize, 0usize, 0usize);
+    while i < b {
+        let c = row[i];
+        if c == b'"' {
+            i += 1;
+            while i < b && row[i] != b'"' {
+                if row[i] == b'\\' {
+                    if i + 3 < b && row[i + 1] == b'u' && (row[i + 2] | 0x20) == b'd'
+                        && matches!(row[i + 3] | 0x20, b'8'..=b'9' | b'a'..=b'f')
+                    {
+                        f |= SCREEN_SURROGATE;
+                    }
+                    i += 2;
+                } else if row[i] >= 0x80 {
+                    // a UTF-8 sequence: std's validation of at most 4 bytes
+                    let end = (i + 4).min(b);
+                    let n = match std::str::from_utf8(&row[i..end]) {
+                        Ok(_) => utf8_width(row[i]),
+                        Err(e) if e.valid_up_to() > 0 => utf8_width(row[i]),
+                        Err(_) => 0,
+                    };
+                    if n == 0 {
+                        f |= SCREEN_SUSPECT;
+                        i += 1;
+                    } else {
+                        i += n;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            i += 1;
+            digits = 0;
+            continue;
+        }
+        match c {
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > max_depth + 1 {
+                    f |= SCREEN_DEEP;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'0'..=b'9' => {
+                digits += 1;
+                if digits >= 20 {
+                    f |= SCREEN_LONG;
+                }
+                if digits >= 300 {
+                    f |= SCREEN_SUSPECT;
+                }
+                i += 1;
+                continue;
+            }
+            b'e' | b'E' => {
+                if digits == 0 {
+                    i += 1;
+                    continue;
+                }
+                let mut j = i + 1;
+                if j < b && (row[j] == b'+' || row[j] == b'-') {
+                    j += 1;
+                }
+                let k = j + row[j.min(b)..].iter().take_while(|x| x.is_ascii_digit()).count();
+                if k - j >= 3 {
+                    f |= SCREEN_SUSPECT;
+                }
+            }
+            0x80..=0xFF => f |= SCREEN_SUSPECT,
+            b'A'..=b'Z' | b'a'..=b'z' if !b"truefalsn".contains(&c) => f |= SCREEN_SUSPECT,
+            _ => {}
+        }
+        if c != b'.' {
+            digits = 0;
+        }
+        i += 1;
+    }
+    f
+}
+
+/// The width of the UTF-8 sequence a lead byte starts (its validity checked by the caller).
+fn utf8_width(c: u8) -> usize {
+    match c {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => 0,
+    }
+}
+
+/// screen_args(data uint8, off int64, max_depth) -> uint8 flags per row (see `screen_row`).
+#[pyfunction]
+fn screen_args<'py>(
+    py: Python<'py>,
+    data: Column<'py, u8>,
+    off: Column<'py, i64>,
+    max_depth: usize,
+) -> PyResult<Bound<'py, PyArray1<u8>>> {
+    let (data, off) = (column(&data), column(&off));
+    let flags = py
+        .detach(|| {
+            (0..off.len().saturating_sub(1))
+                .map(|r| row_bytes(&data, &off, r).map(|row| screen_row(row, max_depth)))
+                .collect::<Result<Vec<u8>, String>>()
+        })
+        .map_err(PyValueError::new_err)?;
+    Ok(flags.into_pyarray(py))
+}
+
+/// varint(v) -> bytes: protobuf's varint of `v` (a negative int64 as its 64-bit two's complement),
+/// for the Python encoder of the rows left to it.
+#[pyfunction]
+fn varint<'py>(py: Python<'py>, v: i128) -> PyResult<Bound<'py, PyBytes>> {
+    if v < i64::MIN as i128 || v > u64::MAX as i128 {
+        return Err(PyValueError::new_err(format!("varint: {v} is outside int64/uint64")));
+    }
+    let mut out = Vec::with_capacity(10);
+    encode_varint(v as u64, &mut out);
+    Ok(PyBytes::new(py, &out))
+}
+
+pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = core.py();
+    let m = PyModule::new(py, "encode")?;
+    m.add_class::<ArgsTable>()?;
+    m.add_class::<EventEncoder>()?;
+    m.add_function(wrap_pyfunction!(interned_packets, &m)?)?;
+    m.add_function(wrap_pyfunction!(screen_args, &m)?)?;
+    m.add_function(wrap_pyfunction!(varint, &m)?)?;
+    let fields = PyDict::new(py);
+    for &(message, field, number, wire) in FIELDS {
+        fields.set_item((message, field), (number, wire as u8))?;
+    }
+    m.add("FIELDS", fields)?;
+    for (name, v) in [("TYPE_SLICE_BEGIN", TYPE_SLICE_BEGIN), ("TYPE_SLICE_END", TYPE_SLICE_END),
+                      ("TYPE_INSTANT", TYPE_INSTANT), ("TYPE_COUNTER", TYPE_COUNTER)] {
+        m.add(name, v)?;
+    }
+    m.add("MAX_DEPTH", MAX_DEPTH)?;
+    m.add("PARALLEL_ROWS", PARALLEL_ROWS)?;
+    for (name, v) in [("SCREEN_DEEP", SCREEN_DEEP), ("SCREEN_SURROGATE", SCREEN_SURROGATE),
+                      ("SCREEN_SUSPECT", SCREEN_SUSPECT), ("SCREEN_LONG", SCREEN_LONG)] {
+        m.add(name, v)?;
+    }
+    core.add_submodule(&m)
+}
