@@ -22,7 +22,7 @@ import time
 
 
 def _warm() -> None:
-    """Import everything a conversion touches and load the numba kernels from their cache."""
+    """Import everything a conversion touches (and run one conversion, so nothing is left to load)."""
     import tempfile
     from pathlib import Path
 
