@@ -411,6 +411,22 @@ def test_rows_left_to_python(text):
     assert got is None and not isinstance(ref, Exception)
 
 
+def test_raw_control_characters_in_strings_are_kept(tmp_path):
+    """Not JSON (serde_json and orjson want them escaped), but the numba encoder took a raw tab or
+    newline in a string as it was: the Python encoder reads such rows with Python's own parser
+    (strict=False) and writes them as their args, with no warning."""
+    text = b'{"a":"x\ty","b":[1,"l\nm"],"c":{"d":18446744073709551616}}'
+    ((got, ref),), names, strings = kernel_and_reference([text], False)
+    assert got is None
+    assert _plain(decode(ref, names, strings)) == [("a", "x\ty"), ("b", [1, "l\nm"]), ("c", [("d", ("f", struct.pack("<d", 2.0**64)))])]
+    t = Trace("test")
+    th = t.thread(t.process(1, "p"), 1, "t")
+    t.add_slice(th.track, 0, 5, "s", None, text)
+    traceconv.save(t, tmp_path / "c.pftrace")
+    assert not t.diagnostics.warnings
+    assert orjson.loads(read_perfetto(tmp_path / "c.pftrace").slices[0].args)["a"] == "x\ty"
+
+
 @pytest.mark.parametrize("text, n", [
     (b'{"a":[null,1,{},[],2]}', 1),
     (b'{"a":{"x":null,"y":{},"z":[]},"b":null}', 2),

@@ -483,8 +483,11 @@ fn encode_row(t: &Table, row: &[u8], out: &mut Vec<u8>) -> bool {
     ok
 }
 
-/// The annotations of `rows`: (bytes, end offset of each row's, flags: 1 = left to Python).
-fn encode_rows(t: &Table, data: &[u8], off: &[i64], rows: &[i64]) -> Result<(Vec<u8>, Vec<i64>, Vec<u8>), String> {
+/// Annotations of rows: (bytes, end offset of each row's, flags: 1 = left to Python).
+type Encoded = (Vec<u8>, Vec<i64>, Vec<u8>);
+
+/// The annotations of `rows`.
+fn encode_rows(t: &Table, data: &[u8], off: &[i64], rows: &[i64]) -> Result<Encoded, String> {
     let mut size = 0usize;
     for &r in rows {
         if r < 0 || r as usize + 1 >= off.len() {
@@ -512,7 +515,7 @@ fn encode_rows_par(
     off: &[i64],
     rows: &[i64],
     parallel_rows: usize,
-) -> Result<(Vec<u8>, Vec<i64>, Vec<u8>), String> {
+) -> Result<Encoded, String> {
     if rows.len() < parallel_rows.max(2) || rayon::current_num_threads() < 2 {
         return encode_rows(t, data, off, rows);
     }
@@ -545,6 +548,7 @@ pub struct ArgsTable {
     t: Table,
 }
 
+type EncodedArrays<'py> = (Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u8>>);
 type Packed<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>);
 
 fn packed<'py>(py: Python<'py>, iids: Vec<i64>, items: &[&[u8]]) -> Packed<'py> {
@@ -632,7 +636,7 @@ impl ArgsTable {
         off: Column<'py, i64>,
         rows: Column<'py, i64>,
         parallel_rows: usize,
-    ) -> PyResult<(Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u8>>)> {
+    ) -> PyResult<EncodedArrays<'py>> {
         let (data, off, rows) = (column(&data), column(&off), column(&rows));
         let t = &self.t;
         let (out, ends, flags) = py
@@ -669,8 +673,8 @@ pub struct EventEncoder {
     seq_id: u64,
     flags: u64,
     uuids: Vec<u64>,
-    s: (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>),
-    i: (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>),
+    s: Cols,
+    i: Cols,
     c: (Py<PyArray1<i32>>, Py<PyArray1<u64>>),
     fo: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
     fi: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
@@ -697,7 +701,7 @@ struct Ev<'a> {
 fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, ev: &Ev) {
     let vl = |v: u64| encoded_len_varint(v);
     let mut te = key_len(E_TYPE) + vl(ev.etype) + key_len(E_TRACK) + vl(ev.uuid);
-    if let Some(_) = ev.counter {
+    if ev.counter.is_some() {
         te += key_len(E_DOUBLE) + 8;
     } else if ev.etype != TYPE_SLICE_END {
         te += key_len(E_NAME) + vl(ev.name) + ev.ann.len();

@@ -183,6 +183,29 @@ def _key(k: str) -> bytes:
     return k.encode("utf-8", "surrogatepass")
 
 
+def _int_or_double(text: str) -> int | float:
+    v = int(text)
+    return v if INT64_MIN <= v <= UINT64_MAX else float(text)      # beyond 64 bits: a double, as orjson
+
+
+def _no_constant(text: str) -> None:
+    raise ValueError(text)
+
+
+def _with_control_characters(raw: bytes) -> dict | None:
+    """A row whose strings hold raw control characters (a tab, a newline: not JSON, which wants them
+    escaped, but what the numba encoder took as they were), read by Python's own parser, which allows
+    them (``strict=False``); None for any other row, or one that is still not plain JSON."""
+    if not any(b < 0x20 for b in raw) or b"\\u" in raw:      # (escapes: argtext.clean's surrogate care)
+        return None
+    import json
+    try:
+        v = json.loads(raw.decode("utf-8"), strict=False, parse_int=_int_or_double, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    return v if isinstance(v, dict) else None
+
+
 class PythonArgs:
     """The Python encoder of a row of args (the rows the kernel leaves alone): its annotations,
     top-level names as ``name_iid`` when interned (else as ``name``).  A row that is not plain JSON
@@ -200,7 +223,9 @@ class PythonArgs:
         return A_NAME_IID + varint(iid) if iid else ld(A_NAME, kb)
 
     def _cleaned(self, raw: bytes) -> bytes:
-        v = argtext.clean(raw, self.counts)
+        v = _with_control_characters(raw)
+        if v is None:
+            v = argtext.clean(raw, self.counts)
         return b"".join(ld(E_ANN, self._name(_key(k)) + value_fields(x)) for k, x in v.items())
 
     def __call__(self, raw: bytes) -> bytes:
