@@ -17,7 +17,9 @@ from . import convert as _importers  # noqa: E402,F401
 from .api import ConvertResult, convert, load, open_in_ui, save  # noqa: E402
 from .errors import ConversionWarning, Diagnostics, TraceconvError, WarningCode  # noqa: E402
 from .model import Trace  # noqa: E402
-from .merging import merge  # noqa: E402
+# Likewise the merge's package (``traceconv.merge``) first, then its function in its place.
+from . import merge as _merge_package  # noqa: E402,F401
+from .merge import merge  # noqa: E402
 from .hotspots import summarize as summary  # noqa: E402
 
 __all__ = [

@@ -325,12 +325,12 @@ def _parse_tail(tail: bytes, is_array: bool) -> dict[str, Any]:
 TAIL_BYTES = 1 << 16
 
 
-def _tail_guess(path: Any) -> dict[str, Any]:
+def _tail_guess(src: Source) -> dict[str, Any]:
     """The top-level keys after the event array, guessed from the file's last bytes: the longest
     text after a ``]`` there that reads as the end of the top-level object ({} if none does).  Only
     a guess: the stream checks it when it gets there."""
     try:
-        with open(path, "rb") as f:
+        with src.open_raw() as f:
             f.seek(0, 2)
             size = f.tell()
             f.seek(max(0, size - TAIL_BYTES))
@@ -985,7 +985,7 @@ class ChromeReader:
         try:
             with f:
                 raw = getattr(f, "fileobj", None) or f
-                self._progress = ([0], os.path.getsize(src.path), f"reading {src.path.name} (MB)")
+                self._progress = ([0], src.size(), f"reading {src.path.name} (MB)")
                 blocks = _Prefetch(_utf8_blocks(_read_blocks(f, CHUNK_BYTES, raw, self._progress[0]),
                                                 self._bad_utf8))
                 try:
@@ -998,7 +998,7 @@ class ChromeReader:
                     else:
                         raise _ChunkFailure
                     header, is_array, pos = found
-                    guess = {} if is_array or src.gzipped else _tail_guess(src.path)
+                    guess = {} if is_array or src.gzipped else _tail_guess(src)
                     self._tail: bytes | None = None
                     self._first: list[Event] = []
                     was_enabled = gc.isenabled()
