@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import Trace, TrackKind
 
 

@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 import traceconv
-from traceconv.convert.chrome import ChromeReader, sniff, us_to_ns
+from traceconv.readers.chrome.reader import ChromeReader, sniff, us_to_ns
 from traceconv.errors import TraceconvError, WarningCode
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import Clock, TrackKind
 
 from chrome_input import load as load_input

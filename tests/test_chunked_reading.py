@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import traceconv
-from traceconv.convert import chrome
-from traceconv.layout import nest
+from traceconv.readers.chrome import reader as chrome
+from traceconv.model.layout import nest
 
 from timeline import assert_same_timeline, from_model
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import traceconv
-from traceconv.convert.composer import ComposerReader
+from traceconv.readers.chrome.composer import ComposerReader
 from traceconv.errors import WarningCode
 from traceconv.io import open_source
 from traceconv.model import Clock

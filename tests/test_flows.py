@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import perfetto_oracle as tp
 import traceconv
 from traceconv import _core
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.writers.chrome_json import V2_BIND_BASE
 
 FIX = Path(__file__).parent / "fixtures"

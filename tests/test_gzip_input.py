@@ -13,10 +13,10 @@ import pytest
 from isal import igzip
 
 import traceconv
-from traceconv.convert import chrome
+from traceconv.readers.chrome import reader as chrome
 from traceconv.errors import TraceconvError
 from traceconv.io import open_source
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 
 from timeline import assert_same_timeline, from_model
 

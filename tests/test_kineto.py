@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import traceconv
-from traceconv.convert.kineto import KinetoReader
+from traceconv.readers.chrome.kineto import KinetoReader
 from traceconv.io import open_source
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import Clock, TrackKind
 
 from chrome_input import load as load_input

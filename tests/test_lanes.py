@@ -13,7 +13,7 @@ import pytest
 import perfetto_oracle as tp
 import traceconv
 from traceconv.errors import WarningCode
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import TrackKind
 
 FIX = Path(__file__).parent / "fixtures"

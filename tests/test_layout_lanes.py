@@ -1,7 +1,7 @@
 """layout.nest: only the slices that cannot nest on their track move to an overlap lane, one by one.
 
 The compiled loop (traceconv._core.nest.nest, rust/src/nest.rs) against its plain-Python statement
-(traceconv.layout.nest_reference) on random inputs, the rule on small hand-made cases, and what the
+(traceconv.model.layout.nest_reference) on random inputs, the rule on small hand-made cases, and what the
 writers make of the lanes."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from traceconv import _core
 from traceconv.errors import WarningCode
-from traceconv.layout import nest, nest_reference, slice_order
+from traceconv.model.layout import nest, nest_reference, slice_order
 from traceconv.model import Trace, TrackKind
 
 from timeline import assert_outputs_agree, read_perfetto

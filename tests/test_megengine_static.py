@@ -12,7 +12,7 @@ import traceconv
 from traceconv import formats
 from traceconv.errors import TraceconvError, WarningCode
 from traceconv.io import open_source
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import Clock
 
 from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
@@ -164,7 +164,7 @@ def test_bad_input(tmp_path, doc):
 
 
 def test_sniffer_claims_only_static_profiles():
-    from traceconv.convert.megengine_static import sniff
+    from traceconv.readers.megengine_static import sniff
     from timeline import sample_files
     for p in sample_files():
         assert sniff(open_source(p).head) == (p.name == PROFILE.name), p

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import traceconv
-from traceconv.convert.megengine_timeline import MegEngineReader, sniff
+from traceconv.readers.chrome.megengine import MegEngineReader, sniff
 from traceconv.io import open_source
 from traceconv.model import Clock
 

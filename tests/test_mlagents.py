@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import traceconv
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import Clock, TrackKind
 
 from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto

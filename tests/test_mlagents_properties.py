@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import traceconv
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 
 from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
 

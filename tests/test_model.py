@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceconv import model
+from traceconv.model import args as model_args
 from traceconv.model import ArgsColumn
 
 rows = st.lists(st.one_of(st.none(), st.binary(min_size=1, max_size=12)), max_size=60)
@@ -37,9 +37,9 @@ def test_args_column_is_its_rows(a, b, data):
 @pytest.fixture
 def spill_at_once(monkeypatch):
     """Every args column moves to its file at its first byte, and writes out every 16 bytes."""
-    monkeypatch.setattr(model, "SPILL_BYTES", 0)
-    monkeypatch.setattr(model, "SPILL_FLUSH", 16)
-    monkeypatch.setattr(model, "FORGET_ROWS", 4)
+    monkeypatch.setattr(model_args, "SPILL_BYTES", 0)
+    monkeypatch.setattr(model_args, "SPILL_FLUSH", 16)
+    monkeypatch.setattr(model_args, "FORGET_ROWS", 4)
 
 
 @given(rows, rows, st.data())
@@ -69,7 +69,7 @@ def test_a_column_that_cannot_spill_stays_in_memory(spill_at_once, monkeypatch):
         raise OSError(28, "No space left on device")
     col = ArgsColumn([b'{"a":1}', None])
     assert col.spilled
-    monkeypatch.setattr(model, "_write_at", no_room)
+    monkeypatch.setattr(model_args, "_write_at", no_room)
     col.extend([b'{"b":22}'] * 5)                       # the next flush fails: back to memory
     assert not col.spilled
     assert list(col) == [b'{"a":1}', None] + [b'{"b":22}'] * 5

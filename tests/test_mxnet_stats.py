@@ -13,7 +13,7 @@ import traceconv
 from traceconv import formats
 from traceconv.errors import TraceconvError, WarningCode
 from traceconv.io import open_source
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import Clock
 
 from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
@@ -191,7 +191,7 @@ def test_bad_rows_and_bad_files(tmp_path):
 
 
 def test_sniffer_claims_no_other_sample():
-    from traceconv.convert.mxnet_stats import sniff
+    from traceconv.readers.aggregate.mxnet_stats import sniff
     from timeline import sample_files
     for p in sample_files():
         if p.name in {f.name for f in FILES}:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import traceconv
-from traceconv.convert.mxnet_trace import MXNetReader
+from traceconv.readers.chrome.mxnet import MXNetReader
 from traceconv.errors import WarningCode
 from traceconv.io import open_source
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import Clock, TrackKind
 
 from chrome_input import load as load_input

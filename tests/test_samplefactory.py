@@ -15,7 +15,7 @@ import traceconv
 from traceconv import formats
 from traceconv.errors import TraceconvError, WarningCode
 from traceconv.io import open_source
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import Clock
 
 from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
@@ -420,6 +420,6 @@ def test_sniffer_claims_no_other_sample():
               if p.is_file() and "sample_factory" not in p.parts and "fuzz" not in p.parts]
     if shared.is_dir():
         others += [p for p in shared.rglob("*") if p.is_file() and "sample_factory" not in p.parts]
-    from traceconv.convert.samplefactory import sniff
+    from traceconv.readers.aggregate.samplefactory import sniff
     for p in others:
         assert not sniff(open_source(p).head), p

@@ -1,4 +1,4 @@
-"""Args spilled to a file (what a big trace's columns do past ``model.SPILL_BYTES``) give the very same
+"""Args spilled to a file (what a big trace's columns do past ``model.args.SPILL_BYTES``) give the very same
 outputs, byte for byte, as args held in memory: for conversions of real inputs to every output
 format, and for a merge that filters (``ArgsColumn.take``) and appends ranks (``extend``)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import traceconv
-from traceconv import model
+from traceconv.model import args as model_args
 
 FIX = Path(__file__).parent / "fixtures"
 INPUTS = [FIX / "kineto" / "hta_critical_path_simple_add_trace.json.gz",
@@ -19,9 +19,9 @@ RANKS = sorted((FIX / "multirank" / "hta_trace_filter_2ranks").glob("*.json*"))
 
 
 def spilling(monkeypatch, on: bool) -> None:
-    monkeypatch.setattr(model, "SPILL_BYTES", 0 if on else -1)
-    monkeypatch.setattr(model, "SPILL_FLUSH", 64)
-    monkeypatch.setattr(model, "FORGET_ROWS", 8)
+    monkeypatch.setattr(model_args, "SPILL_BYTES", 0 if on else -1)
+    monkeypatch.setattr(model_args, "SPILL_FLUSH", 64)
+    monkeypatch.setattr(model_args, "FORGET_ROWS", 8)
 
 
 @pytest.mark.parametrize("path", INPUTS, ids=lambda p: p.name)

@@ -10,13 +10,13 @@ import pytest
 
 import traceconv
 from traceconv import formats
-from traceconv.convert.chrome import ChromeReader
-from traceconv.convert.composer import ComposerReader, ComposerTorchReader
-from traceconv.convert.kineto import KinetoReader
-from traceconv.convert.megengine_timeline import MegEngineReader
-from traceconv.convert.mxnet_trace import MXNetReader
+from traceconv.readers.chrome.reader import ChromeReader
+from traceconv.readers.chrome.composer import ComposerReader, ComposerTorchReader
+from traceconv.readers.chrome.kineto import KinetoReader
+from traceconv.readers.chrome.megengine import MegEngineReader
+from traceconv.readers.chrome.mxnet import MXNetReader
 from traceconv.io import open_source
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.writers import chrome_json, perfetto
 from typer.testing import CliRunner
 

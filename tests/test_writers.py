@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import traceconv
-from traceconv.layout import nest
+from traceconv.model.layout import nest
 from traceconv.model import Clock, Trace, TrackKind
 from traceconv.writers.chrome_json import us
 
@@ -301,7 +301,7 @@ def reference_stream(trace: Trace) -> list[tuple[int, int, int]]:
     source first) with a zero-length slice's end right after its begin -- zero-length slices of
     one track and time nest in one another, so theirs come after the group's last begin, deepest
     first --, then instants, then counters; input order last."""
-    from traceconv.layout import BEGIN, COUNTER, END, INSTANT
+    from traceconv.model.layout import BEGIN, COUNTER, END, INSTANT
     s = trace.slices
     # nesting order: by track, start, longer first, input order (spelled out, not layout.slice_order)
     nesting = sorted(range(len(s)), key=lambda i: (s.track[i], s.ts[i], -s.dur[i], i))
@@ -342,7 +342,7 @@ def reference_stream(trace: Trace) -> list[tuple[int, int, int]]:
 
 
 def windows_concatenated(trace: Trace, size: int) -> list[tuple[int, int, int]]:
-    from traceconv.layout import event_windows
+    from traceconv.model.layout import event_windows
     out = []
     for time, kind, index in event_windows(trace, size):
         out += zip(time.tolist(), kind.tolist(), index.tolist())

@@ -425,7 +425,7 @@ def assert_outputs_agree(trace: Trace, tmp_path: Path, *, read_back: bool = Fals
     describes the model's timeline; with ``read_back``, also that traceconv reads its own JSON
     output back to that timeline.  Returns the model's normalized timeline."""
     import traceconv
-    from traceconv.layout import nest
+    from traceconv.model.layout import nest
     nest(trace)
     traceconv.save(trace, tmp_path / "o.json")
     traceconv.save(trace, tmp_path / "o.pftrace")

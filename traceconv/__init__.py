@@ -10,14 +10,11 @@ Not Perfetto's own ``traceconv`` binary (which converts *out of* Perfetto's form
 
 __version__ = "0.1.0"
 
-# Import the importers' package first: importing ``traceconv.convert.<fmt>`` later (when a
-# format is read) would otherwise rebind ``traceconv.convert`` from the function to the package
-# (imported for that side effect only).
-from . import convert as _importers  # noqa: E402,F401
 from .api import ConvertResult, convert, load, open_in_ui, save  # noqa: E402
 from .errors import ConversionWarning, Diagnostics, TraceconvError, WarningCode  # noqa: E402
 from .model import Trace  # noqa: E402
-# Likewise the merge's package (``traceconv.merge``) first, then its function in its place.
+# The merge's package (``traceconv.merge``) first, then its function in its place (importing
+# ``traceconv.merge`` later would otherwise rebind the name to the package).
 from . import merge as _merge_package  # noqa: E402,F401
 from .merge import merge  # noqa: E402
 from .hotspots import summarize as summary  # noqa: E402

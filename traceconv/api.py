@@ -14,8 +14,8 @@ from . import formats as _formats
 from .fast import memory
 from .errors import ConversionWarning, TraceconvError, WarningCode
 from .io import atomic_output, open_source, refuse_binary_terminal, stream_fd
+from .model.layout import nest
 from .remote import URL, is_url
-from .layout import nest
 from .model import Trace, enforce_time_domain
 from .progress import report
 

@@ -46,7 +46,7 @@ import numpy as np
 import orjson
 
 from .errors import TraceconvError
-from .layout import nest
+from .model.layout import nest
 from .model import Trace, TrackKind
 
 GROUPINGS = ("name", "category", "thread", "process", "rank")

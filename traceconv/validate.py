@@ -45,7 +45,7 @@ import orjson
 from .api import PathLike, load
 from .errors import WarningCode
 from .io import open_source
-from .layout import nest
+from .model.layout import nest
 from .model import Trace
 
 CHROME_MAX_BYTES = 256 * 2**20

@@ -44,7 +44,7 @@ _WS = np.zeros(256, np.bool_)
 for _c in b" \t\r\n":
     _WS[_c] = True
 
-_MAX_US = 4_000_000_000_000_000     # as traceconv.convert.chrome.MAX_US
+_MAX_US = 4_000_000_000_000_000     # as traceconv.readers.chrome.reader.MAX_US
 
 
 class Columns:

@@ -213,7 +213,7 @@ class PftraceSink:
     def append(self, taken: list) -> None:
         if not any(evs for _, evs in taken):
             return
-        from ..layout import nest
+        from ..model.layout import nest
         from ..writers import perfetto
         b = Builder(self.rec, self.specs, self.names)
         b.add(taken)
@@ -264,7 +264,7 @@ def _warm_up() -> None:
         return
     import io
 
-    from ..layout import nest
+    from ..model.layout import nest
     from ..writers import perfetto
     t = Trace("record")
     p = t.process(1, "warm-up")

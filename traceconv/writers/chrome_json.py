@@ -157,7 +157,7 @@ class _FlowPoints:
     def __init__(self, trace: Trace) -> None:
         import numpy as np
 
-        from ..layout import slice_order
+        from ..model.layout import slice_order
         self.s = trace.slices
         self.order = slice_order(trace)
         self.pos = np.empty_like(self.order)

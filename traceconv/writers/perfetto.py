@@ -17,8 +17,8 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
   (ThreadDescriptor), counter (CounterDescriptor) and other track, before the
   events that use it;
 * slices as ``SLICE_BEGIN``/``SLICE_END`` pairs on strictly nested tracks
-  (overlaps were moved to lanes by :func:`traceconv.layout.nest`), in the
-  order :func:`traceconv.layout.event_windows` gives;
+  (overlaps were moved to lanes by :func:`traceconv.model.layout.nest`), in the
+  order :func:`traceconv.model.layout.event_windows` gives;
 * a lane is a child track of its track (of a thread: trace_processor makes it a
   track of that thread), named ``<track> (overlap N)``, with
   ``sibling_merge_behavior`` BY_SIBLING_MERGE_KEY and one ``sibling_merge_key``
@@ -72,7 +72,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from .. import __version__
 from ..fast import pbwrite
 from . import argtext
-from ..layout import BEGIN, COUNTER, END, INSTANT, event_windows, stream_length
+from ..model.layout import BEGIN, COUNTER, END, INSTANT, event_windows, stream_length
 from ..model import Trace, TrackKind
 from ..progress import report
 

@@ -74,12 +74,12 @@ import numpy as np
 import orjson
 from msgspec import Raw
 
-from .. import _core
-from ..errors import TraceconvError, WarningCode
-from ..fast import jsonscan, memory
-from ..io import GZIP_ERRORS, Source
-from ..model import MAX_ARGS_DEPTH, MAX_TIME_NS, Clock, Thread, Trace, TrackKind
-from ..progress import report
+from ... import _core
+from ...errors import TraceconvError, WarningCode
+from ...fast import jsonscan, memory
+from ...io import GZIP_ERRORS, Source
+from ...model import MAX_ARGS_DEPTH, MAX_TIME_NS, Clock, Thread, Trace, TrackKind
+from ...progress import report
 
 WHAT = "Chrome Trace Event JSON file"
 

@@ -1,7 +1,7 @@
 """Unity ML-Agents ``timers.json`` → synthesized timeline.
 
 The file holds an aggregate timer tree (no timestamps), so the timeline is laid
-out by :mod:`traceconv.synth`: each node is a slice as long as its ``total``,
+out by :mod:`traceconv.readers.aggregate.synth`: each node is a slice as long as its ``total``,
 children one after another from the parent's start, self time as the remainder.
 ``is_parallel`` subtrees (timers merged from env worker processes and trainer
 threads) go on thread tracks of their own.  Gauges and metadata are kept as the
@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import TraceconvError, WarningCode
-from ..io import Source
-from ..model import Clock, Trace
+from ...errors import TraceconvError, WarningCode
+from ...io import Source
+from ...model import Clock, Trace
 from ..schema import parse_json, validate
-from ..schema.mlagents import TimerNode, TimersFile
-from ..synth import AggNode, lay_out, seconds_to_ns
+from .mlagents_schema import TimerNode, TimersFile
+from .synth import AggNode, lay_out, seconds_to_ns
 
 _FIRST_KEY = re.compile(rb'^\s*\{\s*"(name|gauges|metadata|total|count|self|children|is_parallel)"\s*:')
 _RUN_ID = re.compile(r"--run[-_]id[= ]+(\S+)")

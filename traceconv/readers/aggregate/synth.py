@@ -12,7 +12,7 @@ Factory profile trees, MXNet aggregate stats):
 * children whose totals add up to more than their parent (some producers keep
   only the last duration of a node) are still laid end to end; those that run
   past the parent's end are flagged in the parent's args and end up on an extra
-  "overlap" track (see :mod:`traceconv.layout`), so no slice escapes its parent
+  "overlap" track (see :mod:`traceconv.model.layout`), so no slice escapes its parent
   on a track.
 """
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import WarningCode
-from .model import Process, Trace
+from ...errors import WarningCode
+from ...model import Process, Trace
 
 
 @dataclass

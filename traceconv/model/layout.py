@@ -27,10 +27,10 @@ from typing import Iterator
 
 import numpy as np
 
-from .errors import WarningCode
-from . import _core
-from .fast import memory
-from .model import Trace
+from .. import _core
+from ..errors import WarningCode
+from ..fast import memory
+from .trace import Trace
 
 
 def _col(a: array, dtype: str) -> np.ndarray:

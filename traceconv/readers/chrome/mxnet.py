@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from ..io import Source
-from ..model import Trace, TrackKind
-from .chrome import ChromeReader, Event, looks_like_own_output
+from ...io import Source
+from ...model import Trace, TrackKind
+from .reader import ChromeReader, Event, looks_like_own_output
 
 WHAT = "MXNet profiler trace (profiler.dump())"
 

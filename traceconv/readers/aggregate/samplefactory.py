@@ -3,7 +3,7 @@
 Layout rule: every profile report (an SF 2.x ``<component> profile tree view:``
 block, the early SF2 ``Profiling tree view:`` block, or an SF 1.x flat
 ``... timing: k: v, ...`` line) becomes one process named after the component,
-in the order SF printed them; its timers are laid out by :mod:`traceconv.synth`
+in the order SF printed them; its timers are laid out by :mod:`traceconv.readers.aggregate.synth`
 (children end to end from the parent's start, self time as the remainder) under
 a root slice as long as the sum of the top-level timers.  A ``timeit`` node
 printed smaller than the sum of its children (SF keeps only its *last*
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator
 
-from ..errors import TraceconvError, WarningCode
-from ..io import Source
-from ..model import MAX_TIME_NS, Clock, Process, Trace, TrackKind
-from ..synth import AggNode, lay_out, seconds_to_ns
+from ...errors import TraceconvError, WarningCode
+from ...io import Source
+from ...model import MAX_TIME_NS, Clock, Process, Trace, TrackKind
+from .synth import AggNode, lay_out, seconds_to_ns
 
 WHAT = "Sample Factory log"
 

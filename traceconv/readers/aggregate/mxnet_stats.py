@@ -21,12 +21,12 @@ import math
 import re
 from typing import Any
 
-from ..errors import TraceconvError, WarningCode
-from ..io import Source
-from ..model import Clock, Trace
+from ...errors import TraceconvError, WarningCode
+from ...io import Source
+from ...model import Clock, Trace
 from ..schema import parse_json, validate
-from ..schema.mxnet_stats import DumpsJson
-from ..synth import AggNode, lay_out
+from .mxnet_stats_schema import DumpsJson
+from .synth import AggNode, lay_out
 
 WHAT = "MXNet profiler.dumps() statistics"
 _HEADER = re.compile(r"^\s*Profile Statistics[:.]\s*$")

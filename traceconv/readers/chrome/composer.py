@@ -26,12 +26,12 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import WarningCode
-from ..io import Source, open_source
-from ..model import Clock, Trace
+from ...errors import WarningCode
+from ...io import Source, open_source
+from ...model import Clock, Trace
 from ..schema import validate
-from ..schema.timeline import ComposerMeta
-from .chrome import ChromeReader, Document, Event, looks_like_own_output, time_ns, timed_ns
+from .schema import ComposerMeta
+from .reader import ChromeReader, Document, Event, looks_like_own_output, time_ns, timed_ns
 from .kineto import KinetoReader, read_header
 
 WHAT = "Composer profiler trace"

@@ -24,9 +24,9 @@ from typing import Any
 from ..errors import TraceconvError, WarningCode
 from ..io import Source
 from ..model import Clock, Trace
-from ..schema import parse_json, validate
-from ..schema.megengine_static import StaticProfile
-from ..synth import seconds_to_ns
+from .schema import parse_json, validate
+from .megengine_static_schema import StaticProfile
+from .aggregate.synth import seconds_to_ns
 
 WHAT = "MegEngine static-graph profile"
 _SNIFF = re.compile(rb'^\s*\{\s*"(?:graph_exec|profiler)"\s*:')

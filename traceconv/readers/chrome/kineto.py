@@ -1,5 +1,5 @@
 """PyTorch profiler / Kineto trace (``*.pt.trace.json[.gz]``) → timeline: a small delta on the
-generic Chrome reader (:mod:`traceconv.convert.chrome`).
+generic Chrome reader (:mod:`traceconv.readers.chrome.reader`).
 
 What it maps where:
 
@@ -23,7 +23,7 @@ What it maps where:
 * ``distributedInfo`` (rank, world size, backend, process groups), ``deviceProperties`` and the other
   top-level keys (``trace_id``, ``host_name``, ``record_shapes``, ...) go to the trace metadata;
   rank/world size to ``trace.meta.rank``/``world_size``.  The header is validated with
-  :class:`traceconv.schema.timeline.KinetoHeader` (``schemaVersion`` is optional: HTA-trimmed files
+  :class:`traceconv.readers.chrome.schema.KinetoHeader` (``schemaVersion`` is optional: HTA-trimmed files
   lack it).
 * The old bare-array writer of ``torch.autograd.profiler`` (pids ``"CPU functions"`` /
   ``"CUDA functions"``) reads through the same path.
@@ -39,12 +39,12 @@ import msgspec
 import numpy as np
 import orjson
 
-from ..errors import WarningCode
-from ..io import Source
-from ..model import ArgsColumn, Clock, Trace
+from ...errors import WarningCode
+from ...io import Source
+from ...model import ArgsColumn, Clock, Trace
 from ..schema import validate
-from ..schema.timeline import KinetoHeader
-from .chrome import ChromeReader, Document, Event, looks_like_own_output, looks_unix
+from .schema import KinetoHeader
+from .reader import ChromeReader, Document, Event, looks_like_own_output, looks_unix
 
 WHAT = "PyTorch profiler (Kineto) trace"
 _GPU_LABEL = re.compile(r"^GPU (\d+)$")

@@ -5,7 +5,7 @@ What it maps where:
 
 * Layouts: ≤1.4 bare array; 1.5 ``{"traceEvents"}`` whose first event is ``Metadata`` (``ph`` ``I``)
   with ``args.localTime`` (µs); ≥1.6 ``{"traceEvents", "metadata": {"localTime": "<ns>"}}``
-  (validated with :class:`traceconv.schema.timeline.MegEngineMetadata`).
+  (validated with :class:`traceconv.readers.chrome.schema.MegEngineMetadata`).
 * Time: ``ts`` is µs since the profile started; ``localTime`` (the start, Unix epoch) makes it
   absolute Unix ns (``Clock.UNIX``); without it (≤1.4) the clock is relative.
 * Omitted zero fields (nlohmann writer): no ``tid`` means tid 0 (not the pid), no ``ts`` means 0, an
@@ -29,12 +29,12 @@ from typing import Any
 
 import orjson
 
-from ..errors import TraceconvError, WarningCode
-from ..io import Source
-from ..model import Clock, Trace
+from ...errors import TraceconvError, WarningCode
+from ...io import Source
+from ...model import Clock, Trace
 from ..schema import validate
-from ..schema.timeline import MegEngineMetadata
-from .chrome import ChromeReader, Document, Event, looks_like_own_output, us_to_ns
+from .schema import MegEngineMetadata
+from .reader import ChromeReader, Document, Event, looks_like_own_output, us_to_ns
 
 WHAT = "MegEngine chrome timeline"
 

@@ -1,0 +1,11 @@
+"""The readers: one module per input format, each ``read(source) -> Trace`` and ``sniff(head) -> bool``
+(see :mod:`traceconv.formats`, the registry that names them).
+
+* :mod:`.chrome`: the Chrome Trace Event JSON reader and its dialects (Kineto, Composer, MXNet,
+  MegEngine timelines), each a delta on the generic reader;
+* :mod:`.aggregate`: the aggregate formats (ML-Agents timers, Sample Factory logs, MXNet stats),
+  whose totals are laid out as a synthesized timeline by :mod:`.aggregate.synth`;
+* :mod:`.megengine_static`: MegEngine's static-graph profile.
+
+The pydantic models of each format's structure sit beside its reader (``*_schema.py``, ``schema.py``).
+"""
