@@ -155,3 +155,19 @@ def test_done_when_summary_of_an_s3_glob_on_dask_is_the_local_table(s3):
     j_remote = _cli("summary", url, "--engine", "dask", "--workers", "2", "--format", "json", "--top", "0")
     j_local = _cli("summary", *map(str, GLOO), "--format", "json", "--top", "0")
     assert j_remote.stdout == j_local.stdout and '"per_rank_self_ns"' in j_local.stdout
+
+
+def test_validate_and_open_read_remote_files(s3, tmp_path):
+    from traceconv.validate import validate
+    (url,) = s3server.upload(s3, [GLOO[0]], "val")
+    got, want = validate(url), validate(GLOO[0])
+    assert got.path == url and got.events == want.events > 100
+    assert [(f.check, f.count) for f in got.findings] == [(f.check, f.count) for f in want.findings]
+    with traceconv.open_in_ui(url) as local:           # converted here, served from a local file
+        assert local.exists() and local.suffix == ".pftrace"
+        traceconv.convert(GLOO[0], tmp_path / "c.pftrace")
+        assert local.read_bytes() == (tmp_path / "c.pftrace").read_bytes()
+    traceconv.convert(GLOO[0], "s3://bucket/val/rank0.pftrace")
+    with traceconv.open_in_ui("s3://bucket/val/rank0.pftrace") as local:   # a Perfetto trace: copied whole
+        assert local.read_bytes() == (tmp_path / "c.pftrace").read_bytes()
+    assert not local.exists(), "the temporary copy is removed"
