@@ -61,7 +61,7 @@ app = typer.Typer(
 
 
 ENGINE_HELP = ("Where the per-file work runs: local (this machine's process pool, the default) or dask "
-               "(a Dask LocalCluster here, or the cluster of --scheduler; pip install 'traceconv[dask]').")
+               "(a Dask LocalCluster here, or the cluster of --scheduler; pip install 'traceconv\\[dask]').")
 SCHEDULER_HELP = "A Dask scheduler's address (tcp://host:8786): run on that cluster (implies --engine dask)."
 
 

@@ -103,7 +103,7 @@ class DaskEngine:
             self.client = client
         elif scheduler:
             try:
-                self.client = Client(scheduler, timeout="30s")
+                self.client = Client(scheduler, timeout="10s")
             except (OSError, TimeoutError) as e:
                 raise TraceconvError(f"cannot reach the Dask scheduler {scheduler}: {e}") from None
             self._own.append(self.client)
