@@ -143,6 +143,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--window", default="ProfilerStep#3")
     ap.add_argument("--no-scaling", action="store_true", help="skip the 1-worker run of the scaling table")
+    ap.add_argument("--repeat", type=int, default=1, help="run each command N times, alternating; report the medians")
+    ap.add_argument("--verbs", default="summary,merge", help="which of summary,merge to measure")
     ap.add_argument("--json", help="save the figures here")
     a = ap.parse_args()
 
@@ -173,6 +175,7 @@ def main() -> None:
         print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cores)", flush=True)
         figures["load_before"] = load
         w = str(a.workers)
+        verbs = a.verbs.split(",")
         jobs = {
             "summary local": ["summary", url, "--engine", "local", "--workers", w, "--format", "json", "--top", "0"],
             "summary dask": ["summary", url, "--engine", "dask", "--workers", w, "--format", "json", "--top", "0"],
@@ -181,18 +184,24 @@ def main() -> None:
             "merge dask": ["merge", url, "--window", a.window, "-q", "--engine", "dask", "--workers", w,
                            "-o", str(out_dir / "dask.pftrace")],
         }
-        res = {}
-        for name, args in jobs.items():
-            r = run(args, env)
-            res[name] = r
-            print(f"  {name:14s} {r['seconds']:7.1f} s   client peak {r['client_peak'] / 2**20:6.0f} MiB   "
-                  f"workers' peaks {', '.join(f'{x / 2**20:.0f}' for x in r['worker_peaks'][:4]) or '-'} MiB",
-                  flush=True)
-        same_table = res["summary local"]["stdout"] == res["summary dask"]["stdout"]
-        same_bytes = (out_dir / "local.pftrace").read_bytes() == (out_dir / "dask.pftrace").read_bytes()
+        jobs = {k: v for k, v in jobs.items() if k.split()[0] in verbs}
+        runs: dict[str, list[dict]] = {k: [] for k in jobs}
+        for _ in range(a.repeat):
+            for name, args in jobs.items():
+                r = run(args, env)
+                runs[name].append(r)
+                print(f"  {name:14s} {r['seconds']:7.1f} s   client peak {r['client_peak'] / 2**20:6.0f} MiB   "
+                      f"workers' peaks {', '.join(f'{x / 2**20:.0f}' for x in r['worker_peaks'][:4]) or '-'} MiB",
+                      flush=True)
+        res = {k: sorted(v, key=lambda r: r["seconds"])[len(v) // 2] for k, v in runs.items()}
+        if a.repeat > 1:
+            print("  medians: " + ", ".join(f"{k} {v['seconds']:.1f} s" for k, v in res.items()))
+        same_table = "summary" not in verbs or res["summary local"]["stdout"] == res["summary dask"]["stdout"]
+        same_bytes = "merge" not in verbs or \
+            (out_dir / "local.pftrace").read_bytes() == (out_dir / "dask.pftrace").read_bytes()
         print(f"  the same table: {same_table}; the same merged bytes: {same_bytes}")
         targets = []
-        for verb in ("summary", "merge"):
+        for verb in verbs:
             x = res[f"{verb} dask"]["seconds"] / res[f"{verb} local"]["seconds"]
             peak = max(res[f"{verb} dask"]["worker_peaks"] or [0])
             targets.append((f"{verb}: dask / local time", f"{x:.2f} x", "<= 1.2 x", x <= 1.2))
@@ -203,7 +212,7 @@ def main() -> None:
             print(f"  {what:40s} {fig:>10s}   target {goal:10s} {'met' if met else 'NOT MET'}")
         figures["runs"] = {k: {kk: vv for kk, vv in v.items() if kk != "stdout"} for k, v in res.items()}
         figures["same_table"], figures["same_bytes"] = same_table, same_bytes
-        if not a.no_scaling:
+        if not a.no_scaling and "summary" in verbs:
             one = run(["summary", url, "--engine", "dask", "--workers", "1", "--format", "json", "--top", "0"], env)
             two = res["summary dask"]
             per_rank = one["seconds"] / a.ranks

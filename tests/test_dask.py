@@ -51,9 +51,10 @@ def skewed(tmp_path_factory):
 
 
 
+@pytest.mark.parametrize("hold", [True, False], ids=["held", "read-twice"])
 @pytest.mark.parametrize("case", ["skewed-window", "skewed-filters", "gloo", "composer-archive", "skewed-archive",
                                   "unranked", "time-window"])
-def test_merge_on_dask_is_the_same_bytes(client, skewed, tmp_path, case):
+def test_merge_on_dask_is_the_same_bytes(client, skewed, tmp_path, case, hold):
     kw: dict = {}
     files, name = skewed, "run.pftrace"
     if case == "skewed-window":
@@ -71,7 +72,7 @@ def test_merge_on_dask_is_the_same_bytes(client, skewed, tmp_path, case):
     elif case == "time-window":
         kw = {"window": "2ms:6ms"}
     local = traceconv.merge(files, tmp_path / f"local-{name}", **kw)
-    dask = traceconv.merge(files, tmp_path / f"dask-{name}", engine=client, **kw)
+    dask = traceconv.merge(files, tmp_path / f"dask-{name}", engine=client, hold=hold, **kw)
     assert (tmp_path / f"dask-{name}").read_bytes() == (tmp_path / f"local-{name}").read_bytes()
     assert dask.slices == local.slices and dask.dropped == local.dropped
     assert [str(w) for w in dask.warnings] == [str(w) for w in local.warnings]

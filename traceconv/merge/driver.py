@@ -19,7 +19,25 @@ from .combine import _filter, append_rank, resolve_window, shift
 from .engine import DaskEngine, make_engine
 from .inputs import InputPath, collect_inputs, rank_from_name
 from .options import ALIGN_METHODS, RANK_MAX, parse_duration, parse_rank_map, parse_ranks, parse_window_spec
-from .ranks import encode_rank, features, finish_rank, load_rank
+from .ranks import encode_rank, features, finish_rank, load_features, load_rank, reload_encode, reload_finish
+
+# On a cluster, each rank's trace stays on its worker between the two passes while the JSON per
+# worker is at most this (a trace in memory takes about 0.45 x its JSON: 1.5 GB of JSON is ~0.7 GB);
+# past that each file is read twice, one rank in memory at a time
+HOLD_BYTES_PER_WORKER = 1_500_000_000
+GZIP_RATIO = 8                   # a .gz file's JSON, guessed from its size
+
+
+def _json_bytes(files: list[InputPath]) -> int:
+    from .. import remote
+    total = 0
+    for f in files:
+        try:
+            n = remote.size(f) if isinstance(f, URL) else f.stat().st_size
+        except OSError:
+            n = 0
+        total += n * GZIP_RATIO if f.name.endswith(".gz") else n
+    return total
 
 ARCHIVE = "perfetto-archive"
 # the order _filter names what a window leaves out (the merged trace's dict of notes keeps it)
@@ -69,13 +87,16 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
           window: str | None = None, min_dur: str | None = None, drop_cat: Sequence[str] = (),
           align_method: str = "auto", workers: int | None = None,
           progress: Callable[[int, int, str], None] | None = None,
-          engine: Any = "local", scheduler: str | None = None) -> MergeResult:
+          engine: Any = "local", scheduler: str | None = None, hold: bool | None = None) -> MergeResult:
     """Merge one trace per rank into one aligned timeline and write it (``traceconv merge``).
 
     Inputs and ``output`` may be URLs (``s3://bucket/run/rank*.json.gz``: see
     :mod:`traceconv.remote`).  ``engine``: ``"local"`` (a process pool of ``workers``), ``"dask"``
     (a LocalCluster of ``workers``, or the cluster at ``scheduler``), or a
-    ``dask.distributed.Client``.  The result is the same bytes on either.
+    ``dask.distributed.Client``.  The result is the same bytes on either.  ``hold``: on a cluster,
+    keep each rank's trace on its worker between the two passes (default: while the inputs come to at
+    most HOLD_BYTES_PER_WORKER of JSON per worker); else each file is read twice, one rank in memory
+    at a time.
 
     On the local engine, files are parsed in a process pool and appended to the merged trace one
     by one in the inputs' order, so memory holds the kept events and a few files in flight; the
@@ -105,7 +126,9 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
         run = _Run(files, out, out_fmt, archive, explicit, wanted, ranks, cats, min_ns, win, align_method,
                    from_format, progress)
         if isinstance(eng, DaskEngine):
-            return run.on_cluster(eng)
+            if hold is None:
+                hold = _json_bytes(files) <= HOLD_BYTES_PER_WORKER * eng.workers()
+            return run.on_cluster(eng, hold)
         return run.here(eng)
 
 
@@ -248,7 +271,7 @@ class _Run:
 
     # -------------------------------------------------------------- a Dask cluster
 
-    def on_cluster(self, eng: DaskEngine) -> MergeResult:
+    def on_cluster(self, eng: DaskEngine, hold: bool = True) -> MergeResult:
         held: list[tuple[Any, bool]] = []             # (handle, ranked by the order of the files) per kept file
 
         def add(item: Loaded, r: int, how: str, handle: Any) -> None:
@@ -259,7 +282,11 @@ class _Run:
 
         name = self.win.name if self.win is not None else None
         items = [(f, self.fmt, self.cats, self.min_ns, name) for f in self.files]
-        self.order(eng.keep(load_rank, features, items, self.files, self.progress), add, defer_notes=True)
+        if hold:
+            loaded = eng.keep(load_rank, features, items, self.files, self.progress)
+        else:
+            loaded = ((it, it.path) for it in eng.map(load_features, items, self.files, self.progress))
+        self.order(loaded, add, defer_notes=True)
         alignments = self.aligned()
         window = None
         if self.win is not None:
@@ -270,11 +297,17 @@ class _Run:
         jobs = [(h, (alignments[r].offset_ns, window)) for (h, _), (_, r, _) in zip(held, self.kept)]
         wdrop: dict[str, int] = {}
         labels = [it.path for it, _, _ in self.kept]
+
+        def second(fn: Callable[..., Any], again: Callable[..., Any]) -> Any:
+            if hold:
+                return eng.then(fn, jobs, labels)
+            return eng.map(again, [(p, self.fmt, self.cats, self.min_ns, *args) for p, args in jobs], labels)
+
         if self.archive:
             with tempfile.TemporaryDirectory(prefix="traceconv-") as tmp:
                 archived = []
                 slices = 0
-                for (data, n, dropped), (it, r, _), entry in zip(eng.then(encode_rank, jobs, labels), self.kept,
+                for (data, n, dropped), (it, r, _), entry in zip(second(encode_rank, reload_encode), self.kept,
                                                                    self.names):
                     p = Path(tmp) / entry
                     p.write_bytes(data)
@@ -287,7 +320,7 @@ class _Run:
                 write_archive(archived, alignments, self.out, self.files)
             return self.result(alignments, slices)
         merged = self.merged
-        finished = eng.then(finish_rank, jobs, labels)
+        finished = second(finish_rank, reload_finish)
         for (trace, dropped), (it, r, _), (_, unranked) in zip(finished, self.kept, held):
             if unranked:
                 self.note_unranked(it, r)

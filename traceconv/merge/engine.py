@@ -119,6 +119,13 @@ class DaskEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def workers(self) -> int:
+        """How many workers the cluster has now (at least 1)."""
+        try:
+            return max(1, len(self.client.scheduler_info()["workers"]))
+        except Exception:  # noqa: BLE001 - a scheduler that does not say
+            return 1
+
     def close(self) -> None:
         for x in self._own:
             try:

@@ -63,3 +63,21 @@ def encode_rank(item: Loaded, offset: int, window: tuple[int, int] | None) -> tu
         os.unlink(tmp)
     trace, dropped = finish_rank(item, offset, window)
     return data, len(trace.slices), dropped
+
+
+def load_features(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                  window_name: str | None = None) -> Loaded:
+    """:func:`load_rank` whose trace is dropped where it was read (the second pass reads it again)."""
+    return features(load_rank(path, fmt, drop_cats, min_dur, window_name))
+
+
+def reload_finish(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                  offset: int, window: tuple[int, int] | None) -> tuple[Trace, dict[str, int]]:
+    """:func:`finish_rank` on the file read again: memory holds one rank at a time."""
+    return finish_rank(load_rank(path, fmt, drop_cats, min_dur), offset, window)
+
+
+def reload_encode(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                  offset: int, window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int]]:
+    """:func:`encode_rank` on the file read again."""
+    return encode_rank(load_rank(path, fmt, drop_cats, min_dur), offset, window)
