@@ -144,3 +144,11 @@ def test_real_worker_processes(tmp_path):
     dask = traceconv.merge(GLOO, tmp_path / "dask.pftrace", window="20ms:120ms", engine="dask", workers=2)
     assert (tmp_path / "dask.pftrace").read_bytes() == (tmp_path / "local.pftrace").read_bytes()
     assert dask.slices == local.slices and dask.dropped["--window"] > 0
+
+
+def test_the_merge_package_still_merges_when_bound_in_place_of_the_function(tmp_path):
+    package = sys.modules["traceconv.merge"]            # what traceconv.merge is if a submodule came first
+    assert not isinstance(package, type(test_real_worker_processes)) and package.__name__ == "traceconv.merge"
+    res = package(GLOO, tmp_path / "run.pftrace")
+    assert sorted(r for _, r, _ in res.files) == [0, 1]
+    assert callable(traceconv.merge)

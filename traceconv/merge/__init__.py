@@ -53,6 +53,9 @@ names), :mod:`.ranks` (the per-rank work), :mod:`.align` (clock offsets from per
 
 from __future__ import annotations
 
+import sys as _sys
+import types as _types
+
 from .align import (Alignment, Loaded, Match, align, all_to_all, host_of,  # noqa: F401
                     match_collectives)
 from .combine import append_rank, parse_window  # noqa: F401
@@ -61,3 +64,15 @@ from .engine import ENGINES, DaskEngine, LocalEngine, make_engine  # noqa: F401
 from .inputs import collect_inputs, handler_name, rank_from_name  # noqa: F401
 from .options import (ALIGN_METHODS, RANK_MAX, RankSet, Window, parse_duration,  # noqa: F401
                       parse_rank_map, parse_ranks, parse_window_spec)
+
+
+class _MergePackage(_types.ModuleType):
+    """This package, callable as :func:`merge`: ``traceconv.merge`` is the function, but importing a
+    submodule (``traceconv.merge.engine``) before it was first used binds the package to that name
+    instead, and then ``traceconv.merge(...)`` still merges."""
+
+    def __call__(self, *args, **kwargs):  # noqa: ANN002,ANN003,ANN204
+        return merge(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _MergePackage
