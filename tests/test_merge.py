@@ -209,7 +209,7 @@ def test_rank_errors_name_the_files(tmp_path):
     assert any("csharp_3DBall_timers.json: no rank" in w.message for w in res.warnings)
     with pytest.raises(TraceconvError, match="rank 0 is claimed by 2 kineto files"):
         traceconv.merge([GLOO[0], timers, a], tmp_path / "o.pftrace")
-    with pytest.raises(TraceconvError, match="--align barrier needs Composer's clock_sync_timestamp_us"):
+    with pytest.raises(TraceconvError, match="align_method barrier needs Composer's clock_sync_timestamp_us"):
         traceconv.merge(GLOO, tmp_path / "o.pftrace", align_method="barrier")
     with pytest.raises(TraceconvError, match="none of the inputs is one of those ranks"):
         traceconv.merge(GLOO, tmp_path / "o.pftrace", ranks="4-5")

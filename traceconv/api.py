@@ -15,6 +15,7 @@ from . import memory
 from .errors import ConversionWarning, TraceconvError, WarningCode
 from .io import atomic_output, open_source, refuse_binary_terminal, stream_fd
 from .model.layout import nest
+from .remote import URL, is_url
 from .model import Trace, enforce_time_domain
 from .progress import report
 
@@ -109,12 +110,30 @@ class ConvertResult:
 
 
 def convert(input: PathLike, output: PathLike, *, from_format: str | None = None,
-            to_format: str | None = None, strict: bool = False) -> ConvertResult:
+            to_format: str | None = None, strict: bool = False, engine: object = "local",
+            scheduler: str | None = None) -> ConvertResult:
     """Convert one file to another format (``traceconv convert``).
 
     With ``strict``, any lossy change is an error and nothing is written.  ``output`` may be
-    ``-`` (standard output): see :func:`save`.
+    ``-`` (standard output): see :func:`save`.  Either may be a URL (``s3://...``: read as a
+    stream, the output uploaded once complete).  ``engine="dask"`` (or ``scheduler``) runs the
+    conversion on a Dask worker, which reads the input and writes the output itself: only the
+    counts come back (give URLs or absolute paths the workers can reach).
     """
+    if engine != "local" or scheduler:
+        if stream_fd(output) is not None:
+            raise TraceconvError("standard output is this process's: convert to it on the local engine",
+                                 path=output)
+        from .merging.engine import make_engine
+        where = [os.path.abspath(p) if isinstance(p, (str, os.PathLike)) and not is_url(p) else p
+                 for p in (input, output)]
+        with make_engine(engine, scheduler=scheduler, workers=1) as eng:
+            return next(iter(eng.map(_convert_here, [(*where, from_format, to_format, strict)], [input])))
+    return _convert_here(input, output, from_format, to_format, strict)
+
+
+def _convert_here(input: PathLike, output: PathLike, from_format: str | None, to_format: str | None,
+                  strict: bool) -> ConvertResult:
     out_fmt = output_format(output, to_format)   # fail on a bad output name before reading
     refuse_binary_terminal(output, is_binary(out_fmt))
     trace = load(input, from_format)
@@ -136,16 +155,21 @@ def convert(input: PathLike, output: PathLike, *, from_format: str | None = None
 def open_in_ui(input: PathLike, from_format: str | None = None) -> Iterator[Path]:
     """A Perfetto trace of ``input`` to serve: the file itself if it already is one, else a
     temporary ``.pftrace`` converted from it (removed afterwards)."""
-    src = Path(input)
-    if from_format is None and _formats.looks_like_perfetto(open_source(src).head):
-        yield src
+    source = open_source(input)
+    src = source.path
+    perfetto = from_format is None and _formats.looks_like_perfetto(source.head)
+    if perfetto and not isinstance(src, URL):
+        yield Path(src)
         return
     tmp = Path(tempfile.mkdtemp(prefix="traceconv-"))
     try:
         name = src.name.split(".")[0] or "trace"
         out = tmp / f"{name}.pftrace"
-        trace = load(src, from_format)
-        save(trace, out)
+        if perfetto:                      # a remote Perfetto trace: copied here, a block at a time
+            with source.open() as f, open(out, "wb") as g:
+                shutil.copyfileobj(f, g, 8 << 20)
+        else:
+            save(load(src, from_format), out)
         yield out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -91,6 +91,17 @@ class Summary:
     ranks: list[int]
     # what was not counted, and why: {reason: slices} (mirrors, profiler spans, the filters)
     left_out: dict[str, int] = field(default_factory=dict)
+    # each rank's self time over all its rows: its busy time (the straggler view, :meth:`skew`)
+    per_rank_self_ns: dict[int, int] = field(default_factory=dict)
+    synthesized: bool = False          # an aggregate input (the file's own totals)
+
+    def skew(self) -> list[tuple[int, int, float]]:
+        """``(rank, busy ns, busy / the median rank's)`` for each rank, the slowest first."""
+        if not self.per_rank_self_ns:
+            return []
+        med = float(np.median(list(self.per_rank_self_ns.values())))
+        return sorted(((r, v, v / med if med else float("inf") if v else 1.0)
+                       for r, v in self.per_rank_self_ns.items()), key=lambda x: (-x[1], x[0]))
 
     @property
     def footprint(self) -> bool:
@@ -113,6 +124,7 @@ class Summary:
             out.append(d)
         # orjson writes a non-finite float (a FLOPS over zero time) as null
         return orjson.dumps({"by": self.by, "ranks": self.ranks, "total_self_ns": self.total_self_ns,
+                             "per_rank_self_ns": {str(k): v for k, v in self.per_rank_self_ns.items()},
                              "total": "covered time (union)" if self.total_is_union else "sum of durations",
                              "left_out": self.left_out, "rows": out}, option=orjson.OPT_INDENT_2)
 
@@ -324,7 +336,8 @@ def filter_traces(traces: Sequence[Trace], *, window: str | None = None, drop_ca
     name (``ProfilerStep#4``: from its first start to its last end); slices that overlap it are
     kept whole.  ``drop_cat``: categories (comma lists allowed).  ``min_dur``: ``5us``.
     """
-    from .merging import _filter, parse_duration, parse_window
+    from .merging.combine import _filter, parse_window
+    from .merging.options import parse_duration
 
     min_ns = parse_duration(min_dur) if min_dur else 0
     cats = frozenset(c.strip() for item in drop_cat for c in item.split(",") if c.strip())
@@ -338,88 +351,119 @@ def filter_traces(traces: Sequence[Trace], *, window: str | None = None, drop_ca
     return dropped
 
 
-def summarize(traces: Trace | Sequence[Trace], by: str = "name", sort: str = "self",
-              top: int | None = None, *, include_profiler_spans: bool = False,
-              ranks: str | None = None, window: str | None = None, drop_cat: Sequence[str] = (),
-              min_dur: str | None = None) -> Summary:
-    """Hotspot rows of one trace, or of several (one per rank).
+@dataclass
+class RankTable:
+    """The rows of one rank (or, reduced, of several): what a worker sends back for ``summary``.
 
-    ``ranks`` (``0-3,7``) keeps those ranks' traces (a trace's rank is its own, else its position);
-    ``window``, ``drop_cat`` and ``min_dur`` filter slices as ``traceconv merge`` does (in place:
-    see :func:`filter_traces`).  What is left out is counted in :attr:`Summary.left_out`.
+    ``rows``: key -> [count, total ns, self ns, {rank: total ns}, FLO or None, bytes or None, seconds]."""
+    ranks: list[int] = field(default_factory=list)
+    rows: dict[str, list[Any]] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)
+    footprint: bool = False
+    synthesized: bool = False
+    seen: list[int] = field(default_factory=list)      # every input's rank, kept or not
+    per_rank_self_ns: dict[int, int] = field(default_factory=dict)
 
-    >>> import traceconv
-    >>> t = traceconv.load("examples/mlagents_timers.json")
-    >>> row = summarize(t, by="name", sort="self", top=1).rows[0]
-    >>> row.key, row.count, round(row.self_ns / 1e9, 2)
-    ('env_step', 1553, 84.85)
-    """
-    if isinstance(traces, Trace):
-        traces = [traces]
-    if by not in GROUPINGS:
-        raise TraceconvError(f"cannot group by '{by}'; choose one of: {', '.join(GROUPINGS)}")
-    if sort not in SORTS:
-        raise TraceconvError(f"cannot sort by '{sort}'; choose one of: {', '.join(SORTS)}")
-    left_out: dict[str, int] = {}
-    ranked = [(t.meta.rank if t.meta.rank is not None else k, t) for k, t in enumerate(traces)]
-    if ranks is not None:
-        from .merging import parse_ranks
-        wanted = parse_ranks(ranks)
-        chosen = [(r, t) for r, t in ranked if r in wanted]
-        if not chosen:
-            found = ", ".join(str(r) for r in sorted({r for r, _ in ranked}))
-            raise TraceconvError(f"{{opt:ranks}} {ranks}: none of the inputs is one of those ranks (found: {found})")
-        if len(chosen) < len(ranked):
-            left_out["inputs of other ranks (--ranks)"] = len(ranked) - len(chosen)
-        ranked = chosen
-    for what, n in filter_traces([t for _, t in ranked], window=window, drop_cat=drop_cat,
-                                 min_dur=min_dur).items():
+
+def merge_tables(a: RankTable, b: RankTable) -> RankTable:
+    """Two tables as one (``a``'s ranks first): the reduction step, run where the tables are."""
+    rows = {k: [v[0], v[1], v[2], dict(v[3]), v[4], v[5], v[6]] for k, v in a.rows.items()}
+    for key, (c, t, sl, per_rank, comp, mem, secs) in b.rows.items():
+        x = rows.get(key)
+        if x is None:
+            rows[key] = [c, t, sl, dict(per_rank), comp, mem, secs]
+            continue
+        x[0] += c
+        x[1] += t
+        x[2] += sl
+        for r, v in per_rank.items():
+            x[3][r] = x[3].get(r, 0) + v
+        if comp is not None:
+            x[4] = (x[4] or 0.0) + comp
+        if mem is not None:
+            x[5] = (x[5] or 0.0) + mem
+        x[6] += secs
+    left = dict(a.left_out)
+    for k, v in b.left_out.items():
+        left[k] = left.get(k, 0) + v
+    per = dict(a.per_rank_self_ns)
+    for r, v in b.per_rank_self_ns.items():
+        per[r] = per.get(r, 0) + v
+    return RankTable(a.ranks + b.ranks, rows, left, a.footprint or b.footprint, a.synthesized or b.synthesized,
+                     a.seen + b.seen, per)
+
+
+def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_spans: bool = False,
+               wanted: Any = None, window: str | None = None, drop_cat: Sequence[str] = (),
+               min_dur: str | None = None) -> RankTable:
+    """The rows of one rank's trace (the per-rank step of :func:`summarize`; filters applied in place)."""
+    out = RankTable(seen=[rank], synthesized=bool(trace.meta.synthesized))
+    if wanted is not None and rank not in wanted:
+        out.left_out[LEFT_OUT_RANKS] = 1
+        return out
+    left_out = out.left_out
+    for what, n in filter_traces([trace], window=window, drop_cat=drop_cat, min_dur=min_dur).items():
         if what.startswith("--"):      # slices; not the instants, counters and flows it also drops
             left_out[f"left out by {what}"] = n
-    acc: dict[str, list[Any]] = {}
-    rank_list: list[int] = []
-    fp_any = False
-    for rank, trace in ranked:
-        rank_list.append(rank)
-        sl = _per_slice(trace, include_profiler_spans, left_out)
-        keys = _keys(trace, by, rank)
-        if not keys:
-            continue
-        kept = np.flatnonzero(sl.keep)
-        if not len(kept):
-            continue
-        kk = np.array(keys, dtype=object)[kept]
-        uniq, inv = np.unique(kk, return_inverse=True)
-        inv = inv.reshape(-1)
-        if by in UNION_GROUPINGS:
-            tot = _union_totals(trace, inv, len(uniq), sl.keep)
-        else:
-            tot = np.bincount(inv, weights=sl.total[kept], minlength=len(uniq)).astype(np.int64)
-        slf = np.bincount(inv, weights=sl.self_ns[kept], minlength=len(uniq)).astype(np.int64)
-        cnt = np.bincount(inv, weights=sl.count[kept], minlength=len(uniq)).astype(np.int64)
-        fp = None
-        if sl.comp is not None:
-            fp_any = True
-            comp, mem, secs = sl.comp[kept], sl.mem[kept], sl.secs[kept]
-            fp = []
-            for vals in (comp, mem):
-                ok = ~np.isnan(vals)
-                fp.append((np.bincount(inv[ok], weights=vals[ok], minlength=len(uniq)),
-                           np.bincount(inv[ok], minlength=len(uniq)) > 0))
-            fp.append(np.bincount(inv, weights=secs, minlength=len(uniq)))
-        for j, key in enumerate(uniq.tolist()):
-            a = acc.setdefault(key, [0, 0, 0, {}, None, None, 0.0])
-            a[0] += int(cnt[j])
-            a[1] += int(tot[j])
-            a[2] += int(slf[j])
-            a[3][rank] = a[3].get(rank, 0) + int(tot[j])
-            if fp is not None:
-                (cs, chas), (ms, mhas), secs_sum = fp
-                if chas[j]:
-                    a[4] = (a[4] or 0.0) + float(cs[j])
-                if mhas[j]:
-                    a[5] = (a[5] or 0.0) + float(ms[j])
-                a[6] += float(secs_sum[j])
+    out.ranks.append(rank)
+    sl = _per_slice(trace, include_profiler_spans, left_out)
+    keys = _keys(trace, by, rank)
+    if not keys:
+        return out
+    kept = np.flatnonzero(sl.keep)
+    if not len(kept):
+        return out
+    kk = np.array(keys, dtype=object)[kept]
+    uniq, inv = np.unique(kk, return_inverse=True)
+    inv = inv.reshape(-1)
+    if by in UNION_GROUPINGS:
+        tot = _union_totals(trace, inv, len(uniq), sl.keep)
+    else:
+        tot = np.bincount(inv, weights=sl.total[kept], minlength=len(uniq)).astype(np.int64)
+    slf = np.bincount(inv, weights=sl.self_ns[kept], minlength=len(uniq)).astype(np.int64)
+    cnt = np.bincount(inv, weights=sl.count[kept], minlength=len(uniq)).astype(np.int64)
+    fp = None
+    if sl.comp is not None:
+        out.footprint = True
+        comp, mem, secs = sl.comp[kept], sl.mem[kept], sl.secs[kept]
+        fp = []
+        for vals in (comp, mem):
+            ok = ~np.isnan(vals)
+            fp.append((np.bincount(inv[ok], weights=vals[ok], minlength=len(uniq)),
+                       np.bincount(inv[ok], minlength=len(uniq)) > 0))
+        fp.append(np.bincount(inv, weights=secs, minlength=len(uniq)))
+    acc = out.rows
+    for j, key in enumerate(uniq.tolist()):
+        a = acc.setdefault(key, [0, 0, 0, {}, None, None, 0.0])
+        a[0] += int(cnt[j])
+        a[1] += int(tot[j])
+        a[2] += int(slf[j])
+        a[3][rank] = a[3].get(rank, 0) + int(tot[j])
+        if fp is not None:
+            (cs, chas), (ms, mhas), secs_sum = fp
+            if chas[j]:
+                a[4] = (a[4] or 0.0) + float(cs[j])
+            if mhas[j]:
+                a[5] = (a[5] or 0.0) + float(ms[j])
+            a[6] += float(secs_sum[j])
+    out.per_rank_self_ns[rank] = int(max(slf.sum(), 0))
+    return out
+
+
+LEFT_OUT_RANKS = "inputs of other ranks (--ranks)"
+# the order Summary.left_out names its reasons in
+_LEFT_OUT_ORDER = (LEFT_OUT_RANKS, "left out by --drop-cat", "left out by --min-dur", "left out by --window",
+                   LEFT_OUT_MIRROR, LEFT_OUT_PROFILER)
+
+
+def finish_table(table: RankTable, by: str = "name", sort: str = "self", top: int | None = None,
+                 ranks: str | None = None) -> Summary:
+    """The reduced table as sorted rows (the last step of :func:`summarize`, on the client)."""
+    if ranks is not None and not table.ranks:
+        found = ", ".join(str(r) for r in sorted(set(table.seen)))
+        raise TraceconvError(f"{{opt:ranks}} {ranks}: none of the inputs is one of those ranks (found: {found})")
+    acc = table.rows
+    fp_any = table.footprint
     all_self = sum(max(v[2], 0) for v in acc.values())
     rows = []
     for key, (c, t, s, per_rank, comp, mem, secs) in acc.items():
@@ -437,7 +481,92 @@ def summarize(traces: Trace | Sequence[Trace], by: str = "name", sort: str = "se
     rows.sort(key=lambda r: (-order(r), r.key))
     if top is not None:
         rows = rows[:top]
-    return Summary(by, rows, all_self, rank_list, {k: v for k, v in left_out.items() if v})
+    lo = table.left_out
+    left = {k: lo[k] for k in _LEFT_OUT_ORDER if lo.get(k)}
+    left.update({k: v for k, v in lo.items() if v and k not in left})
+    return Summary(by, rows, all_self, list(table.ranks), left, dict(table.per_rank_self_ns),
+                   table.synthesized)
+
+
+def _check(by: str, sort: str) -> None:
+    if by not in GROUPINGS:
+        raise TraceconvError(f"cannot group by '{by}'; choose one of: {', '.join(GROUPINGS)}")
+    if sort not in SORTS:
+        raise TraceconvError(f"cannot sort by '{sort}'; choose one of: {', '.join(SORTS)}")
+
+
+def summarize(traces: Trace | Sequence[Trace], by: str = "name", sort: str = "self",
+              top: int | None = None, *, include_profiler_spans: bool = False,
+              ranks: str | None = None, window: str | None = None, drop_cat: Sequence[str] = (),
+              min_dur: str | None = None) -> Summary:
+    """Hotspot rows of one trace, or of several (one per rank).
+
+    ``ranks`` (``0-3,7``) keeps those ranks' traces (a trace's rank is its own, else its position);
+    ``window``, ``drop_cat`` and ``min_dur`` filter slices as ``traceconv merge`` does (in place:
+    see :func:`filter_traces`).  What is left out is counted in :attr:`Summary.left_out`.  One
+    table per rank (:func:`rank_table`), reduced pairwise (:func:`merge_tables`) as
+    :func:`summarize_files` does on an engine, then sorted (:func:`finish_table`).
+
+    >>> import traceconv
+    >>> t = traceconv.load("examples/mlagents_timers.json")
+    >>> row = summarize(t, by="name", sort="self", top=1).rows[0]
+    >>> row.key, row.count, round(row.self_ns / 1e9, 2)
+    ('env_step', 1553, 84.85)
+    """
+    if isinstance(traces, Trace):
+        traces = [traces]
+    _check(by, sort)
+    from .merging.options import parse_duration, parse_ranks
+    wanted = parse_ranks(ranks) if ranks is not None else None
+    if min_dur:
+        parse_duration(min_dur)
+    tables = [rank_table(t, t.meta.rank if t.meta.rank is not None else k, by,
+                         include_profiler_spans=include_profiler_spans, wanted=wanted, window=window,
+                         drop_cat=drop_cat, min_dur=min_dur) for k, t in enumerate(traces)]
+    from .merging.engine import LocalEngine
+    table = LocalEngine(1).reduce(merge_tables, tables) if tables else RankTable()
+    return finish_table(table, by, sort, top, ranks)
+
+
+def _file_table(path: Any, position: int, fmt: str | None, by: str, include_profiler_spans: bool,
+                wanted: Any, window: str | None, drop_cat: Sequence[str], min_dur: str | None) -> RankTable:
+    """Read one input and make its table: the per-rank work of :func:`summarize_files` (on a worker)."""
+    from .api import load
+    trace = load(path, fmt)
+    rank = trace.meta.rank if trace.meta.rank is not None else position
+    return rank_table(trace, rank, by, include_profiler_spans=include_profiler_spans, wanted=wanted,
+                      window=window, drop_cat=drop_cat, min_dur=min_dur)
+
+
+def summarize_files(inputs: Sequence[Any], by: str = "name", sort: str = "self", top: int | None = None, *,
+                    from_format: str | None = None, include_profiler_spans: bool = False,
+                    ranks: str | None = None, window: str | None = None, drop_cat: Sequence[str] = (),
+                    min_dur: str | None = None, engine: Any = "local", scheduler: str | None = None,
+                    workers: int | None = None) -> Summary:
+    """:func:`summarize` over files (local paths, globs, URLs: ``s3://bucket/run/rank*.json.gz``), each
+    read and tabled where the engine runs it (this machine's process pool, or a Dask cluster); the
+    per-rank tables are reduced pairwise there, and only the reduced table comes back.  The same
+    table on either engine."""
+    _check(by, sort)
+    from .merging.engine import DaskEngine, make_engine
+    from .merging.inputs import expand_inputs
+    from .merging.options import parse_duration, parse_ranks
+    files = expand_inputs(inputs)
+    wanted = parse_ranks(ranks) if ranks is not None else None
+    if min_dur:
+        parse_duration(min_dur)
+    items = [(f, k, from_format, by, include_profiler_spans, wanted, window, tuple(drop_cat), min_dur)
+             for k, f in enumerate(files)]
+    with make_engine(engine, scheduler=scheduler, workers=workers) as eng:
+        if isinstance(eng, DaskEngine):
+            futures = eng.map_keep(_file_table, items)
+            try:
+                table = eng.reduce(merge_tables, futures)
+            except TraceconvError as e:
+                raise e from None
+        else:
+            table = eng.reduce(merge_tables, list(eng.map(_file_table, items, files)))
+    return finish_table(table, by, sort, top, ranks)
 
 
 def fmt_ns(ns: float) -> str:

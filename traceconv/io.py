@@ -13,7 +13,13 @@ Where an output goes (:func:`atomic_output`):
   a regular file);
 * an existing device or FIFO (``/dev/null``, ``mkfifo``): opened and written through, never
   replaced;
-* never one of the inputs.
+* never one of the inputs;
+* a URL (``s3://``, ``gs://``, ``az://``, ...): written to a local temporary file and uploaded
+  through fsspec once complete, so no half-written object is ever seen there.
+
+Inputs and outputs may be URLs of any filesystem fsspec knows (``s3://``, ``gs://``, ``az://``,
+``http(s)://``; ``file://`` is a local path): see :mod:`traceconv.remote`.  A remote input is read
+as a stream, a block at a time (through gzip too), never downloaded whole first.
 
 An operating-system error (disk full, permission denied, read-only file system, ...) is one
 :class:`TraceconvError` naming the file, with ``exit_code`` 3; nothing half-written is left behind
@@ -37,7 +43,9 @@ from typing import BinaryIO, Iterator, Sequence
 
 from isal import igzip, isal_zlib
 
+from . import remote
 from .errors import EXIT_ENVIRONMENT, Stopped, TraceconvError
+from .remote import URL, is_url
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_SIZE = 64 * 1024
@@ -49,11 +57,24 @@ HEAD_SIZE = 64 * 1024
 GZIP_ERRORS: tuple[type[Exception], ...] = (OSError, EOFError, zlib.error, isal_zlib.error)
 
 
+class _ClosingGzip(igzip.IGzipFile):
+    """ISA-L's gunzip over a file object it owns (a remote file): closing it closes both."""
+
+    def close(self) -> None:
+        raw = self.fileobj
+        try:
+            super().close()
+        finally:
+            if raw is not None:
+                raw.close()
+
+
 @dataclass
 class Source:
-    """A file to read.  ``head`` holds its first bytes, decompressed."""
+    """A file to read.  ``head`` holds its first bytes, decompressed.  ``path`` is a :class:`Path`,
+    or a :class:`~traceconv.remote.URL` for a remote file (read through fsspec)."""
 
-    path: Path
+    path: Path | URL
     gzipped: bool
     head: bytes
 
@@ -61,11 +82,30 @@ class Source:
     def name(self) -> str:
         return str(self.path)
 
+    @property
+    def remote(self) -> bool:
+        return isinstance(self.path, URL)
+
+    def open_raw(self) -> BinaryIO:
+        """The bytes as stored (compressed or not), seekable."""
+        if isinstance(self.path, URL):
+            return remote.open_read(self.path)
+        return open(self.path, "rb")
+
     def open(self) -> BinaryIO:
-        """The decompressed content as a binary stream."""
+        """The decompressed content as a binary stream (a remote file is read in blocks)."""
+        if isinstance(self.path, URL):
+            raw = remote.open_read(self.path)
+            return _ClosingGzip(fileobj=raw, mode="rb") if self.gzipped else raw  # type: ignore[return-value]
         if self.gzipped:
             return igzip.open(self.path, "rb")  # type: ignore[return-value]
         return open(self.path, "rb")
+
+    def size(self) -> int:
+        """The size of the file as stored (compressed), in bytes."""
+        if isinstance(self.path, URL):
+            return remote.size(self.path)
+        return os.path.getsize(self.path)
 
     def read_bytes(self) -> bytes:
         """The whole decompressed content."""
@@ -86,6 +126,12 @@ class Source:
 
 
 def open_source(path: str | os.PathLike[str]) -> Source:
+    """A file to read: a local path, or a URL fsspec knows (``file://`` is a local path)."""
+    if is_url(path):
+        url = remote.as_url(path)
+        if isinstance(url, URL):
+            return _open_remote(url)
+        path = url
     p = Path(path)
     if not p.exists():
         raise TraceconvError("no such file", path=p)
@@ -111,6 +157,26 @@ def open_source(path: str | os.PathLike[str]) -> Source:
     if not head.strip():
         raise TraceconvError("the file is empty", path=p)
     return Source(path=p, gzipped=gz, head=head)
+
+
+def _open_remote(url: URL) -> Source:
+    remote.check_file(url)
+    try:
+        with remote.open_read(url, block_size=HEAD_SIZE * 4) as f:
+            first = f.read(HEAD_SIZE * 4)
+    except OSError as e:
+        raise environment_error(e, url, "cannot read") from None
+    gz = first[:2] == GZIP_MAGIC
+    head = first[:HEAD_SIZE]
+    if gz:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            head = d.decompress(first, HEAD_SIZE)
+        except zlib.error:
+            head = b""
+    if not head.strip():
+        raise TraceconvError("the file is empty", path=url)
+    return Source(path=url, gzipped=gz, head=head)
 
 
 def _salvage_gzip_head(p: Path) -> bytes:
@@ -301,6 +367,13 @@ def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.Pat
     never left half-written.  Refuses to overwrite one of ``inputs``.  ``compress`` (default: the
     name ends in ``.gz``) gzips what is written.  ``binary`` outputs are refused on a terminal.
     """
+    if is_url(path):
+        url = remote.as_url(path)
+        if isinstance(url, URL):
+            with _remote_output(url, inputs, compress, binary) as f:
+                yield f
+            return
+        path = url
     out = Path(path)
     if compress is None:
         compress = out.name.endswith(".gz") and os.fspath(path) != STDOUT
@@ -357,3 +430,28 @@ def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.Pat
         if not ok:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def _remote_output(url: URL, inputs: Sequence[str | os.PathLike[str]], compress: bool | None,
+                   binary: bool) -> Iterator[BinaryIO]:
+    """Write to a local temporary file, then upload it whole (fsspec's ``put_file``: an S3
+    multipart upload is only seen once complete); nothing is uploaded if writing fails."""
+    for i in inputs:
+        if remote.as_url(i) == url:
+            raise TraceconvError("refusing to overwrite an input file; choose another output name", path=url)
+    if compress is None:
+        compress = url.name.endswith(".gz")
+    remote.check_writable(url)
+    tfd, tmp = tempfile.mkstemp(prefix=".traceconv-upload.", suffix=".tmp")
+    try:
+        try:
+            with os.fdopen(tfd, "wb") as raw:
+                with _gzipped(raw, compress) as f:
+                    yield f
+        except OSError as e:
+            raise environment_error(e, url) from None
+        remote.upload(tmp, url)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -125,8 +125,12 @@ class Report:
 
 def _content_size(path: Path) -> int:
     """Bytes a viewer has to load: the decompressed size of a gzip file (from its trailer)."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
+    from . import remote
+    if isinstance(path, remote.URL):
+        size, opened = remote.size(path), remote.open_read(path, 1 << 16)
+    else:
+        size, opened = path.stat().st_size, open(path, "rb")
+    with opened as f:
         if f.read(2) != b"\x1f\x8b":
             return size
         f.seek(-4, os.SEEK_END)
@@ -418,7 +422,8 @@ def validate(path: PathLike, format: str | None = None) -> Report:
     >>> r.format, [f.check for f in r.problems]
     ('mlagents', [])
     """
-    p = Path(path)
+    from .remote import as_url, is_url
+    p = as_url(path) if is_url(path) else Path(path)     # a URL (s3://...) stays one
     trace = load(p, format)
     return Report(str(p), trace.meta.source_format, trace.event_count(), check_trace(trace, p))
 

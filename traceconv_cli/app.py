@@ -80,10 +80,19 @@ app = typer.Typer(
 )
 
 
+ENGINE_HELP = ("Where the per-file work runs: local (this machine's process pool, the default) or dask "
+               "(a Dask LocalCluster here, or the cluster of --scheduler; pip install 'traceconv\\[dask]').")
+SCHEDULER_HELP = "A Dask scheduler's address (tcp://host:8786): run on that cluster (implies --engine dask)."
+
+
+def engine_of(engine: Optional[str], scheduler: Optional[str]) -> str:
+    return engine or ("dask" if scheduler else "local")
+
 # The library's parameters as this command line spells them (messages name them as {opt:name}).
 FLAGS = {"from_format": "--from", "to_format": "--to", "strict": "--strict", "ranks": "--ranks",
-         "rank_of": "--rank", "window": "--window", "min_dur": "--min-dur", "drop_cat": "--drop-cat",
-         "align": "--align", "port": "--port", "origin": "--origin"}
+         "rank_map": "--rank", "window": "--window", "min_dur": "--min-dur", "drop_cat": "--drop-cat",
+         "align_method": "--align", "port": "--port", "origin": "--origin",
+         "engine": "--engine", "scheduler": "--scheduler", "workers": "--workers"}
 
 
 def say_error(e: traceconv.TraceconvError) -> None:
@@ -153,11 +162,13 @@ def _main(
 @app.command(epilog="Input format (from the content): " + ", ".join(registry.reader_names())
              + ".  Output format (from the name): " + ", ".join(registry.writer_names()) + ".")
 def convert(
-    input: Path = typer.Argument(..., metavar="INPUT", help="The profile to convert (.gz is detected by content)."),
-    output: Path = typer.Option(..., "-o", "--output",
-                                help="Where to write: .json / .json.gz (Chrome JSON), "
-                                     ".pftrace / .perfetto-trace / .pb (Perfetto protobuf), or - for "
-                                     "standard output (Perfetto unless --to says; not to a terminal)."),
+    input: str = typer.Argument(..., metavar="INPUT", help="The profile to convert (.gz is detected by content); "
+                                                           "a path or a URL (s3://, gs://, az://, https://)."),
+    output: str = typer.Option(..., "-o", "--output",
+                               help="Where to write: .json / .json.gz (Chrome JSON), "
+                                    ".pftrace / .perfetto-trace / .pb (Perfetto protobuf), or - for "
+                                    "standard output (Perfetto unless --to says; not to a terminal); "
+                                    "a URL is uploaded once complete."),
     from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT",
                                         help="Input format, if detection guesses wrong: "
                                              + ", ".join(registry.reader_names()) + "."),
@@ -167,6 +178,8 @@ def convert(
     strict: bool = typer.Option(False, "--strict", help="Fail, writing nothing, if any event "
                                                         "would be dropped or changed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
+    engine: Optional[str] = typer.Option(None, "--engine", help=ENGINE_HELP),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP),
 ) -> None:
     """Convert a profile to a Perfetto or Chrome JSON timeline.
 
@@ -174,7 +187,8 @@ def convert(
     """
     try:
         with stage_progress(quiet):
-            result = traceconv.convert(input, output, from_format=from_, to_format=to, strict=strict)
+            result = traceconv.convert(input, output, from_format=from_, to_format=to, strict=strict,
+                                       engine=engine_of(engine, scheduler), scheduler=scheduler)
     except traceconv.TraceconvError as e:
         raise fail(e) from None
     if not quiet:
@@ -188,9 +202,10 @@ def convert(
 def merge(
     inputs: list[str] = typer.Argument(..., metavar="INPUTS...",
                                        help="Trace files, folders or globs: one (or more) per rank."),
-    output: Path = typer.Option(..., "-o", "--output", help="Where to write: .pftrace, .json, .json.gz, "
-                                                            ".tar (a Perfetto merge archive), or - for "
-                                                            "standard output (Perfetto unless --to says)."),
+    output: str = typer.Option(..., "-o", "--output", help="Where to write: .pftrace, .json, .json.gz, "
+                                                           ".tar (a Perfetto merge archive), or - for "
+                                                           "standard output (Perfetto unless --to says); "
+                                                           "a URL is uploaded once complete."),
     to: Optional[str] = typer.Option(None, "--to", "-t", metavar="FORMAT",
                                      help="perfetto, chrome-json or perfetto-archive (default: from the name)."),
     from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
@@ -202,6 +217,10 @@ def merge(
     drop_cat: list[str] = typer.Option([], "--drop-cat", help="Leave out a category (python_function)."),
     align: str = typer.Option("auto", "--align", help="auto, wallclock, barrier, collectives or none."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
+    engine: Optional[str] = typer.Option(None, "--engine", help=ENGINE_HELP),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes (local) or LocalCluster workers "
+                                                                  "(dask); default: one per core."),
 ) -> None:
     """Merge the traces of many ranks into one aligned timeline.
 
@@ -220,7 +239,8 @@ def merge(
         try:
             result = traceconv.merge(inputs, output, to_format=to, from_format=from_, ranks=ranks, rank_map=rank,
                                      window=window, min_dur=min_dur, drop_cat=drop_cat, align_method=align,
-                                     progress=bar)
+                                     progress=bar, engine=engine_of(engine, scheduler), scheduler=scheduler,
+                                     workers=workers)
         except traceconv.TraceconvError as e:
             raise fail(e) from None
     if quiet:
@@ -242,7 +262,8 @@ def merge(
 
 @app.command()
 def summary(
-    inputs: list[Path] = typer.Argument(..., metavar="INPUTS...", help="One profile, or one per rank of a run."),
+    inputs: list[str] = typer.Argument(..., metavar="INPUTS...", help="One profile, or one per rank of a run "
+                                                                     "(paths, globs, URLs: 's3://b/run/rank*.json.gz')."),
     by: str = typer.Option("name", "--by", help="Group by: " + ", ".join(GROUPINGS) + "."),
     sort: str = typer.Option("self", "--sort", help="Sort by: " + ", ".join(SORTS) + "."),
     top: Optional[int] = typer.Option(20, "--top", help="Show the first N rows (0: all)."),
@@ -257,6 +278,10 @@ def summary(
                                                                 "span of a named slice (ProfilerStep#4)."),
     min_dur: Optional[str] = typer.Option(None, "--min-dur", help="Leave out slices shorter than this (5us)."),
     drop_cat: list[str] = typer.Option([], "--drop-cat", help="Leave out a category (python_function)."),
+    engine: Optional[str] = typer.Option(None, "--engine", help=ENGINE_HELP),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes (local) or LocalCluster workers "
+                                                                  "(dask); default: one per core."),
 ) -> None:
     """Where did the time go: hotspots by name, category, thread, process or rank.
 
@@ -273,10 +298,11 @@ def summary(
         if top is not None and top < 0:
             raise traceconv.TraceconvError(f"--top {top}: give a number of rows, or 0 for all")
         with stage_progress(False):
-            traces = [traceconv.load(p, from_) for p in inputs]
-            result = summ.summarize(traces, by=by, sort=sort, top=top or None,
-                                    include_profiler_spans=include_profiler_spans, ranks=ranks,
-                                    window=window, drop_cat=drop_cat, min_dur=min_dur)
+            result = summ.summarize_files(inputs, by=by, sort=sort, top=top or None, from_format=from_,
+                                          include_profiler_spans=include_profiler_spans, ranks=ranks,
+                                          window=window, drop_cat=drop_cat, min_dur=min_dur,
+                                          engine=engine_of(engine, scheduler), scheduler=scheduler,
+                                          workers=workers)
     except traceconv.TraceconvError as e:
         raise fail(e) from None
     note = result.left_out_text()
@@ -289,7 +315,7 @@ def summary(
             err.print(f"not counted: {note}", markup=False, soft_wrap=True)
         return
     multi = len(result.ranks) > 1
-    synthesized = any(t.meta.synthesized for t in traces)
+    synthesized = result.synthesized
     t = Table(title=f"{', '.join(str(p) for p in inputs)} — by {by}"
                     + (" (synthesized timeline: file totals)" if synthesized else ""),
               caption=("total: the time the group's slices cover, counted once" if result.total_is_union
@@ -313,13 +339,34 @@ def summary(
             cells.append(f"{st[0]} (x{st[1]:.2f})" if st else "")
         t.add_row(*cells)
     out.print(t)
+    if multi:
+        out.print(skew_table(result))
     if note:
         out.print(f"not counted: {note}", markup=False, soft_wrap=True)
 
 
+SKEW_ROWS = 8
+
+
+def skew_table(result: "summ.Summary") -> Table:
+    """The straggler view: each rank's busy time (its self time over all rows) against the median
+    rank's, the slowest first (the first few, and the fastest)."""
+    skew = result.skew()
+    shown = skew if len(skew) <= SKEW_ROWS + 1 else skew[:SKEW_ROWS] + skew[-1:]
+    t = Table(title=f"ranks, slowest first ({len(skew)} ranks; busy: self time over all rows)",
+              title_justify="left")
+    for col in ("rank", "busy", "vs median"):
+        t.add_column(col, justify="right")
+    for i, (r, ns, ratio) in enumerate(shown):
+        if len(shown) < len(skew) and i == len(shown) - 1:
+            t.add_row("...", "", "")
+        t.add_row(str(r), summ.fmt_ns(ns), f"{100 * (ratio - 1):+.1f}%")
+    return t
+
+
 @app.command("validate")
 def validate_(
-    input: Path = typer.Argument(..., metavar="INPUT", help="The profile to check."),
+    input: str = typer.Argument(..., metavar="INPUT", help="The profile to check (a path or a URL)."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
     from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
 ) -> None:
@@ -355,7 +402,8 @@ def validate_(
 
 @app.command("open")
 def open_(
-    input: Path = typer.Argument(..., metavar="INPUT", help="A profile of any supported format, or a Perfetto trace."),
+    input: str = typer.Argument(..., metavar="INPUT", help="A profile of any supported format, or a Perfetto "
+                                                           "trace (a path or a URL)."),
     no_browser: bool = typer.Option(False, "--no-browser", "-n", help="Print the link, open no browser."),
     origin: str = typer.Option(serve.DEFAULT_ORIGIN, "--origin", help="The Perfetto UI to open it in."),
     port: int = typer.Option(serve.DEFAULT_PORT, "--port", help="Port on 127.0.0.1 (the UI only allows 9001)."),

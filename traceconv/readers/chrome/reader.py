@@ -511,7 +511,7 @@ class ChromeReader:
         try:
             with f:
                 raw = getattr(f, "fileobj", None) or f
-                self._progress = ([0], os.path.getsize(src.path), f"reading {src.path.name} (MB)")
+                self._progress = ([0], src.size(), f"reading {src.path.name} (MB)")
                 blocks = _Prefetch(_utf8_blocks(_read_blocks(f, CHUNK_BYTES, raw, self._progress[0]),
                                                 self._bad_utf8))
                 try:
@@ -524,7 +524,7 @@ class ChromeReader:
                     else:
                         raise _ChunkFailure
                     header, is_array, pos = found
-                    guess = {} if is_array or src.gzipped else _tail_guess(src.path)
+                    guess = {} if is_array or src.gzipped else _tail_guess(src)
                     self._tail: bytes | None = None
                     self._first: list[Event] = []
                     was_enabled = gc.isenabled()

@@ -18,6 +18,7 @@ import orjson
 from msgspec import Raw
 
 from ... import _core
+from ...io import Source
 from .document import _TOP, _header_value
 
 
@@ -265,12 +266,12 @@ def _parse_tail(tail: bytes, is_array: bool) -> dict[str, Any]:
 TAIL_BYTES = 1 << 16
 
 
-def _tail_guess(path: Any) -> dict[str, Any]:
+def _tail_guess(src: "Source") -> dict[str, Any]:
     """The top-level keys after the event array, guessed from the file's last bytes: the longest
     text after a ``]`` there that reads as the end of the top-level object ({} if none does).  Only
     a guess: the stream checks it when it gets there."""
     try:
-        with open(path, "rb") as f:
+        with src.open_raw() as f:
             f.seek(0, 2)
             size = f.tell()
             f.seek(max(0, size - TAIL_BYTES))

@@ -1,0 +1,222 @@
+"""Combining ranks: the filters (categories, durations, a time window), one namespace per rank
+(:func:`append_rank`), and the clock offsets applied in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import TraceconvError
+from ..model import Trace, TrackKind
+from .align import Alignment
+from .options import Window, parse_duration
+
+
+def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
+            window: tuple[int, int] | None = None) -> dict[str, int]:
+    """Drop slices/instants/counters in place by category, duration and time window."""
+    st = trace.strings
+    s = trace.slices
+    n = len(s)
+    keep = np.ones(n, dtype=bool)
+    dropped: dict[str, int] = {}
+    if n:
+        ts = np.frombuffer(s.ts, dtype=np.int64)
+        dur = np.frombuffer(s.dur, dtype=np.int64)
+        if drop_cats:
+            bad = np.array([st[i] in drop_cats for i in range(len(st))], dtype=bool)
+            m = bad[np.frombuffer(s.cat, dtype=np.int32)]
+            dropped["--drop-cat"] = int(m.sum())
+            keep &= ~m
+        if min_dur:
+            m = (dur < min_dur) & keep
+            dropped["--min-dur"] = int(m.sum())
+            keep &= ~m
+        if window:
+            w0, w1 = window
+            inside = (ts < w1) & ((ts + dur > w0) | ((dur == 0) & (ts >= w0)))
+            m = ~inside & keep
+            dropped["--window"] = int(m.sum())
+            keep &= ~m
+    if not keep.all():
+        new_index = np.cumsum(keep) - 1
+        idx = np.nonzero(keep)[0]
+        for col in ("ts", "dur", "track", "name", "cat"):
+            a = getattr(s, col)
+            setattr(s, col, type(a)(a.typecode, np.frombuffer(a, dtype=a.typecode).take(idx).tobytes())
+                    if len(idx) else type(a)(a.typecode))
+        s.args = s.args.take(idx.tolist())
+        s.depth = s.parent = None
+        f = trace.flows
+        if len(f):
+            src = np.frombuffer(f.src, dtype=np.int64)
+            dst = np.frombuffer(f.dst, dtype=np.int64)
+            fk = keep[src] & keep[dst]
+            lost = int((~fk).sum())
+            if lost:
+                dropped["flows whose slice was filtered out"] = lost
+            f.src = type(f.src)("q", new_index[src[fk]].astype(np.int64).tobytes())
+            f.dst = type(f.dst)("q", new_index[dst[fk]].astype(np.int64).tobytes())
+            f.name = type(f.name)("i", np.frombuffer(f.name, dtype=np.int32)[fk].tobytes())
+    ins = trace.instants
+    if len(ins) and (drop_cats or window):
+        its = np.frombuffer(ins.ts, dtype=np.int64)
+        k = np.ones(len(ins), dtype=bool)
+        if drop_cats:
+            k &= ~np.array([st[c] in drop_cats for c in ins.cat], dtype=bool)
+        if window:
+            k &= (its >= window[0]) & (its < window[1])
+        if not k.all():
+            dropped["instants"] = dropped.get("instants", 0) + int((~k).sum())
+            idx = np.nonzero(k)[0]
+            for col in ("ts", "track", "name", "cat"):
+                a = getattr(ins, col)
+                setattr(ins, col, type(a)(a.typecode, np.frombuffer(a, dtype=a.typecode).take(idx).tobytes()))
+            ins.args = ins.args.take(idx.tolist())
+    c = trace.counters
+    if len(c) and window:
+        cts = np.frombuffer(c.ts, dtype=np.int64)
+        k = (cts >= window[0]) & (cts < window[1])
+        if not k.all():
+            dropped["counter samples"] = int((~k).sum())
+            for col in ("ts", "track", "value"):
+                a = getattr(c, col)
+                setattr(c, col, type(a)(a.typecode, np.frombuffer(a, dtype=a.typecode)[k].tobytes()))
+    return {k: v for k, v in dropped.items() if v}
+
+
+
+def _is_device(name: str, labels: list[str]) -> bool:
+    return name.startswith("GPU ") or any(l.startswith("GPU ") for l in labels)
+
+
+def append_rank(dst: Trace, src: Trace, rank: int, offset: int) -> None:
+    """Copy ``src`` into ``dst`` as rank ``rank``'s namespace, shifted by ``offset`` ns."""
+    smap = np.array([dst.strings.intern(x) for x in src.strings.strings], dtype=np.int32)
+    # processes: host before devices, then by their own sort order
+    order = sorted(src.processes, key=lambda p: (_is_device(p.name, p.labels),
+                                                 p.sort_index if p.sort_index is not None else 0, p.id))
+    pmap: dict[int, Any] = {}
+    base_sort = rank * 1000
+    for k, p in enumerate(order):
+        if isinstance(p.raw_pid, int) and not _is_device(p.name, p.labels):
+            name = f"rank {rank} · {p.name or 'process'} (pid {p.raw_pid})"
+        else:
+            name = f"rank {rank} · {p.name or p.raw_pid or 'process'}"
+        q = dst.process(("rank", rank, id(src), p.id), name, synthetic=True, pid=base_sort + k + 1)
+        q.sort_index = base_sort + k
+        q.labels = [f"rank {rank}", *p.labels]
+        q.args = {**p.args, "rank": rank, "raw_pid": p.raw_pid if isinstance(p.raw_pid, (int, str)) else None}
+        pmap[p.id] = q
+    tmap = np.zeros(len(src.tracks), dtype=np.int32)
+    for t in src.tracks:
+        base = t
+        while base.kind is TrackKind.LANE and base.parent is not None:
+            base = src.tracks[base.parent]
+        if base is not t:
+            continue
+        if t.kind is TrackKind.PROCESS:
+            tmap[t.id] = dst.process_track(pmap[t.process]).id
+        elif t.kind is TrackKind.THREAD:
+            th = src.threads[t.thread]
+            nt = dst.thread(pmap[th.process], th.tid, th.name)
+            nt.sort_index = th.sort_index
+            tmap[t.id] = nt.track
+        else:
+            proc = pmap[t.process] if t.process is not None else None
+            name = t.name if proc is not None else f"rank {rank} · {t.name}"
+            if t.kind is TrackKind.COUNTER:
+                tmap[t.id] = dst.track(TrackKind.COUNTER, name, proc, unit=t.unit, series=t.series).id
+            else:
+                tmap[t.id] = dst.new_track(t.kind, name, proc).id
+    for t in src.tracks:
+        if t.kind is TrackKind.LANE:
+            base = t
+            while base.kind is TrackKind.LANE and base.parent is not None:
+                base = src.tracks[base.parent]
+            tmap[t.id] = tmap[base.id]
+
+    def ext(dst_arr, src_arr, dtype, fn=None):
+        a = np.frombuffer(src_arr, dtype=dtype) if len(src_arr) else np.zeros(0, dtype)
+        dst_arr.frombytes((fn(a) if fn is not None else a).astype(dtype).tobytes())
+
+    s, d = src.slices, dst.slices
+    first = len(d)
+    ext(d.ts, s.ts, np.int64, lambda a: a + offset)
+    ext(d.dur, s.dur, np.int64)
+    ext(d.track, s.track, np.int32, lambda a: tmap[a])
+    ext(d.name, s.name, np.int32, lambda a: smap[a])
+    ext(d.cat, s.cat, np.int32, lambda a: smap[a])
+    d.args.extend(s.args)
+    d.depth = d.parent = None
+    si, di = src.instants, dst.instants
+    ext(di.ts, si.ts, np.int64, lambda a: a + offset)
+    ext(di.track, si.track, np.int32, lambda a: tmap[a])
+    ext(di.name, si.name, np.int32, lambda a: smap[a])
+    ext(di.cat, si.cat, np.int32, lambda a: smap[a])
+    di.args.extend(si.args)
+    sc, dc = src.counters, dst.counters
+    ext(dc.ts, sc.ts, np.int64, lambda a: a + offset)
+    ext(dc.track, sc.track, np.int32, lambda a: tmap[a])
+    ext(dc.value, sc.value, np.float64)
+    sf, df = src.flows, dst.flows
+    ext(df.src, sf.src, np.int64, lambda a: a + first)
+    ext(df.dst, sf.dst, np.int64, lambda a: a + first)
+    ext(df.name, sf.name, np.int32, lambda a: smap[a])
+    dst.diagnostics.extend(src.diagnostics)
+
+
+def _named_window(trace: Trace, name: str) -> tuple[int, int]:
+    sid = trace.strings._ids.get(name)
+    if sid is None:
+        raise TraceconvError(f"{{opt:window}}: no slice named '{name}' in any rank")
+    s = trace.slices
+    names = np.frombuffer(s.name, dtype=np.int32)
+    idx = np.nonzero(names == sid)[0]
+    ts = np.frombuffer(s.ts, dtype=np.int64)[idx]
+    dur = np.frombuffer(s.dur, dtype=np.int64)[idx]
+    return int(ts.min()), int((ts + dur).max())
+
+
+
+def named_span(trace: Trace, name: str) -> tuple[int, int] | None:
+    """(first start, last end) of the slices named ``name``, or None."""
+    if trace.strings._ids.get(name) is None:
+        return None
+    return _named_window(trace, name)
+
+
+def resolve_window(window: Window, start: int | None, spans: list[tuple[int, int]]) -> tuple[int, int]:
+    """The window in the merged trace's time: a range counted from ``start`` (the merged trace's
+    first event), or the union of the named slices' ``spans`` (already shifted by each rank's offset)."""
+    if window.name is None:
+        s = start or 0
+        return s + window.start_ns, s + window.end_ns
+    if not spans:
+        raise TraceconvError(f"{{opt:window}}: no slice named '{window.name}' in any rank")
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def parse_window(text: str | Window, trace: Trace) -> tuple[int, int]:
+    """``A:B`` (durations from the trace's start, e.g. ``1.5s:2s``) or a slice name, in ``trace``'s time."""
+    from .options import parse_window_spec
+    w = text if isinstance(text, Window) else parse_window_spec(text)
+    if w.name is None:
+        rng = trace.time_range()
+        return resolve_window(w, rng[0] if rng else 0, [])
+    return _named_window(trace, w.name)
+
+
+def shift(trace: Trace, spans: list, alignments: dict[int, Alignment]) -> None:
+    """Add each rank's clock offset to its rows of the columns, in place."""
+    s_ts = np.frombuffer(trace.slices.ts, dtype=np.int64) if len(trace.slices) else None
+    i_ts = np.frombuffer(trace.instants.ts, dtype=np.int64) if len(trace.instants) else None
+    c_ts = np.frombuffer(trace.counters.ts, dtype=np.int64) if len(trace.counters) else None
+    for r, (s0, s1), (i0, i1), (c0, c1) in spans:
+        off = alignments[r].offset_ns
+        if not off:
+            continue
+        for col, a, b in ((s_ts, s0, s1), (i_ts, i0, i1), (c_ts, c0, c1)):
+            if col is not None and b > a:
+                col[a:b] += off

@@ -1,0 +1,354 @@
+"""The merge itself: read every rank (on an engine), rank the files, align the clocks, combine,
+cut to the window, write one trace or a Perfetto merge archive."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .. import formats as _formats
+from ..api import PathLike, save
+from ..errors import TraceconvError, WarningCode
+from ..model import Clock, Trace
+from ..remote import URL, as_url, is_url
+from ..writers.archive import write_archive
+from .align import Alignment, Loaded, align
+from .combine import _filter, append_rank, resolve_window, shift
+from .engine import DaskEngine, make_engine
+from .inputs import InputPath, collect_inputs, rank_from_name
+from .options import ALIGN_METHODS, RANK_MAX, parse_duration, parse_rank_map, parse_ranks, parse_window_spec
+from .ranks import encode_rank, features, finish_rank, load_features, load_rank, reload_encode, reload_finish
+
+# On a cluster, each rank's trace stays on its worker between the two passes while the JSON per
+# worker is at most this (a trace in memory takes about 0.45 x its JSON: 1.5 GB of JSON is ~0.7 GB);
+# past that each file is read twice, one rank in memory at a time
+HOLD_BYTES_PER_WORKER = 1_500_000_000
+GZIP_RATIO = 8                   # a .gz file's JSON, guessed from its size
+
+
+def _json_bytes(files: list[InputPath]) -> int:
+    from .. import remote
+    total = 0
+    for f in files:
+        try:
+            n = remote.size(f) if isinstance(f, URL) else f.stat().st_size
+        except OSError:
+            n = 0
+        total += n * GZIP_RATIO if f.name.endswith(".gz") else n
+    return total
+
+ARCHIVE = "perfetto-archive"
+# the order _filter names what a window leaves out (the merged trace's dict of notes keeps it)
+_WINDOW_KEYS = ("--window", "flows whose slice was filtered out", "instants", "counter samples")
+
+
+@dataclass
+class MergeResult:
+    output: Path | URL
+    output_format: str
+    files: list[tuple[InputPath, int, str]]        # path, rank, how the rank was found
+    alignments: list[Alignment]
+    slices: int
+    dropped: dict[str, int]
+    warnings: list = field(default_factory=list)
+
+
+def rank_of_file(item: Loaded, explicit: dict) -> tuple[int, str] | None:
+    """The rank of one loaded file and where it came from: ``--rank FILE=N``, else what the file
+    says (Kineto's ``distributedInfo.rank``, Composer's ``global_rank``), else its name; None if
+    none of them says (the caller then ranks it by the order of the files)."""
+    r = explicit.get(item.path.resolve())
+    if r is not None:
+        return r, "--rank"
+    r = item.trace.meta.rank
+    if r is not None:
+        how = "Composer global_rank" if item.trace.meta.source_format == "composer" else "distributedInfo.rank"
+        if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= RANK_MAX:
+            raise TraceconvError(f"{how} {str(r)[:30]} is out of range (ranks are 0..{RANK_MAX}); "
+                                 "give the rank with --rank FILE=N", path=item.path)
+        return r, how
+    r = rank_from_name(item.path)
+    if r is not None:
+        return r, "file name"
+    return None
+
+
+def _output(output: PathLike) -> Path | URL:
+    if is_url(output):
+        u = as_url(output)
+        return u if isinstance(u, URL) else Path(u)
+    return Path(output)
+
+
+def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None = None,
+          from_format: str | None = None, ranks: str | None = None, rank_map: Sequence[str] = (),
+          window: str | None = None, min_dur: str | None = None, drop_cat: Sequence[str] = (),
+          align_method: str = "auto", workers: int | None = None,
+          progress: Callable[[int, int, str], None] | None = None,
+          engine: Any = "local", scheduler: str | None = None, hold: bool | None = None) -> MergeResult:
+    """Merge one trace per rank into one aligned timeline and write it (``traceconv merge``).
+
+    Inputs and ``output`` may be URLs (``s3://bucket/run/rank*.json.gz``: see
+    :mod:`traceconv.remote`).  ``engine``: ``"local"`` (a process pool of ``workers``), ``"dask"``
+    (a LocalCluster of ``workers``, or the cluster at ``scheduler``), or a
+    ``dask.distributed.Client``.  The result is the same bytes on either.  ``hold``: on a cluster,
+    keep each rank's trace on its worker between the two passes (default: while the inputs come to at
+    most HOLD_BYTES_PER_WORKER of JSON per worker); else each file is read twice, one rank in memory
+    at a time.
+
+    On the local engine, files are parsed in a process pool and appended to the merged trace one
+    by one in the inputs' order, so memory holds the kept events and a few files in flight; the
+    clock offsets are applied in place once every rank is known.  On Dask, each rank's trace stays
+    on the worker that read it; only its alignment features come to the client, and then (once
+    the offsets and the window are known) its events inside the window, or, for an archive, its
+    encoded .pftrace.  ``progress(done, total, path)`` is called as each file is parsed.
+
+    >>> import tempfile, os, traceconv
+    >>> out = os.path.join(tempfile.mkdtemp(), "run.pftrace")
+    >>> res = traceconv.merge(["tests/fixtures/multirank/gloo_2ranks"], out)
+    >>> [(a.rank, a.method, a.offset_ns) for a in res.alignments]
+    [(0, 'wallclock', 0), (1, 'wallclock', 0)]
+    """
+    files = collect_inputs(inputs)
+    archive = (to_format or "").lower() == ARCHIVE or (not to_format and str(output).endswith(".tar"))
+    out_fmt = ARCHIVE if archive else _formats.for_output(output, to_format).name
+    if align_method not in ALIGN_METHODS:
+        raise TraceconvError(f"unknown {{opt:align_method}} '{align_method}'; choose one of: {', '.join(ALIGN_METHODS)}")
+    explicit = parse_rank_map(rank_map)
+    wanted = parse_ranks(ranks) if ranks else None
+    min_ns = parse_duration(min_dur) if min_dur else 0
+    cats = frozenset(c for item in drop_cat for c in item.split(",") if c)
+    win = parse_window_spec(window) if window else None
+    out = _output(output)
+    with make_engine(engine, scheduler=scheduler, workers=workers) as eng:
+        run = _Run(files, out, out_fmt, archive, explicit, wanted, ranks, cats, min_ns, win, align_method,
+                   from_format, progress)
+        if isinstance(eng, DaskEngine):
+            if hold is None:
+                hold = _json_bytes(files) <= HOLD_BYTES_PER_WORKER * eng.workers()
+            return run.on_cluster(eng, hold)
+        return run.here(eng)
+
+
+class _Run:
+    """One merge: the bookkeeping both engines share."""
+
+    def __init__(self, files: list[InputPath], out: Path | URL, out_fmt: str, archive: bool, explicit: dict,
+                 wanted: Any, ranks: str | None, cats: frozenset[str], min_ns: int, win: Any, method: str,
+                 fmt: str | None, progress: Callable[[int, int, str], None] | None) -> None:
+        self.files, self.out, self.out_fmt, self.archive = files, out, out_fmt, archive
+        self.explicit, self.wanted, self.ranks_text = explicit, wanted, ranks
+        self.cats, self.min_ns, self.win, self.method, self.fmt = cats, min_ns, win, method, fmt
+        self.user_progress = progress
+        self.merged = Trace("merge")
+        self.dropped: dict[str, int] = {}
+        self.kept: list[tuple[Loaded, int, str]] = []
+        self.skipped: list[int] = []
+        self.claims: dict[tuple[int, str], InputPath] = {}
+        self.events = 0
+        self.names: list[str] = []               # archive entry of each kept file
+
+    def progress(self, done: int, total: int, path: Any) -> None:
+        if self.user_progress:
+            self.user_progress(done, total, f"{path.name} ({self.events:,} events so far)")
+
+    def claim(self, item: Loaded, r: int) -> bool:
+        """Check no other file of its format claims rank ``r``; False if the rank is not wanted."""
+        fmt = item.trace.meta.source_format
+        other = self.claims.get((r, fmt))
+        if other is not None:
+            raise TraceconvError(f"rank {r} is claimed by 2 {fmt} files: {other}, {item.path}")
+        self.claims[(r, fmt)] = item.path
+        if self.wanted is not None and r not in self.wanted:
+            self.skipped.append(r)
+            return False
+        for k, v in item.dropped.items():
+            self.dropped[k] = self.dropped.get(k, 0) + v
+        k = sum(1 for _, rr, _ in self.kept if rr == r)
+        self.names.append(f"rank{r}_{k}_{item.path.name.split('.')[0] or 'trace'}.pftrace")
+        return True
+
+    def order(self, loaded: Any, add: Callable[[Loaded, int, str, Any], None], defer_notes: bool = False) -> None:
+        """Rank each file as it comes (``loaded`` yields ``(item, handle)``), the unranked ones by
+        the order of the files once the others are known; ``add`` takes each kept one."""
+        unranked: list[tuple[Loaded, Any]] = []
+        for item, handle in loaded:
+            self.events += item.events
+            found = rank_of_file(item, self.explicit)
+            if found is None:
+                unranked.append((item, handle))
+            else:
+                add(item, *found, handle)
+        if unranked:
+            claimed = {r for r, _ in self.claims}
+            free = (r for r in range(RANK_MAX + 1) if r not in claimed)
+            for item, handle in unranked:
+                r = next(free)
+                if not defer_notes:
+                    self.note_unranked(item, r)
+                add(item, r, "file order", handle)
+        if not self.kept:
+            raise TraceconvError(f"{{opt:ranks}} {self.ranks_text}: none of the inputs is one of those ranks "
+                                 f"(found: {', '.join(str(r) for r in sorted(set(self.skipped)))})")
+
+    def note_unranked(self, item: Loaded, r: int) -> None:
+        self.merged.diagnostics.warn(WarningCode.NOTE, f"{item.path}: no rank in the file (distributedInfo.rank, "
+                                     f"global_rank) nor in its name, so rank {r} by the order of the files; "
+                                     f"give it with --rank FILE=N")
+
+    def aligned(self) -> dict[int, Alignment]:
+        by_rank: dict[int, list[Loaded]] = {}
+        for item, r, _ in self.kept:
+            by_rank.setdefault(r, []).append(item)
+        alignments = align(by_rank, self.method)
+        m = self.merged
+        m.meta.clock = Clock.UNIX if all(it.trace.meta.clock is Clock.UNIX for it, _, _ in self.kept) \
+            else Clock.RELATIVE
+        m.meta.world_size = max([it.trace.meta.world_size or 0 for it, _, _ in self.kept] + [max(by_rank) + 1])
+        return alignments
+
+    def finish(self, alignments: dict[int, Alignment]) -> None:
+        m = self.merged
+        for what, n in self.dropped.items():
+            m.diagnostics.warn(WarningCode.NOTE, f"left out by the filters ({what})", n)
+        m.meta.extra["merge"] = {
+            "alignment": [alignments[r].as_dict() for r in sorted(alignments)],
+            "files": [{"path": str(it.path), "rank": r, "rank_from": how, "format": it.trace.meta.source_format}
+                      for it, r, how in self.kept],
+        }
+
+    def result(self, alignments: dict[int, Alignment], slices: int) -> MergeResult:
+        used = [(it.path, r, how) for it, r, how in self.kept]
+        return MergeResult(self.out, self.out_fmt, used, [alignments[r] for r in sorted(alignments)], slices,
+                           self.dropped, self.merged.diagnostics.warnings)
+
+    def add_dropped(self, more: dict[str, int]) -> None:
+        for k, v in more.items():
+            self.dropped[k] = self.dropped.get(k, 0) + v
+
+    # -------------------------------------------------------------- this machine
+
+    def here(self, eng: Any) -> MergeResult:
+        merged = self.merged
+        spans: list = []
+        tmp = tempfile.TemporaryDirectory(prefix="traceconv-") if self.archive else None
+        archived: list[tuple[str, int, Path]] = []
+
+        def add(item: Loaded, r: int, how: str, _handle: Any) -> None:
+            if not self.claim(item, r):
+                return
+            t = item.trace
+            before = (len(merged.slices), len(merged.instants), len(merged.counters))
+            append_rank(merged, t, r, 0)
+            after = (len(merged.slices), len(merged.instants), len(merged.counters))
+            spans.append((r, (before[0], after[0]), (before[1], after[1]), (before[2], after[2])))
+            if tmp is not None:
+                name = self.names[-1]
+                save(t, Path(tmp.name) / name)
+                archived.append((name, r, Path(tmp.name) / name))
+            self.kept.append((features(item), r, how))   # only the metadata and the collectives stay
+
+        try:
+            items = [(f, self.fmt, self.cats, self.min_ns) for f in self.files]
+            loaded = ((it, None) for it in eng.map(load_rank, items, self.files, self.progress))
+            self.order(loaded, add)
+            alignments = self.aligned()
+            shift(merged, spans, alignments)
+            if self.win is not None:
+                w = _window_here(self.win, merged)
+                self.add_dropped(_filter(merged, frozenset(), 0, w))
+            self.finish(alignments)
+            if self.archive:
+                write_archive(archived, alignments, self.out, self.files)
+            else:
+                save(merged, self.out, self.out_fmt, inputs=self.files)
+        finally:
+            if tmp is not None:
+                tmp.cleanup()
+        return self.result(alignments, len(merged.slices))
+
+    # -------------------------------------------------------------- a Dask cluster
+
+    def on_cluster(self, eng: DaskEngine, hold: bool = True) -> MergeResult:
+        held: list[tuple[Any, bool]] = []             # (handle, ranked by the order of the files) per kept file
+
+        def add(item: Loaded, r: int, how: str, handle: Any) -> None:
+            if not self.claim(item, r):
+                return
+            self.kept.append((item, r, how))
+            held.append((handle, how == "file order"))
+
+        name = self.win.name if self.win is not None else None
+        items = [(f, self.fmt, self.cats, self.min_ns, name) for f in self.files]
+        if hold:
+            loaded = eng.keep(load_rank, features, items, self.files, self.progress)
+        else:
+            loaded = ((it, it.path) for it in eng.map(load_features, items, self.files, self.progress))
+        self.order(loaded, add, defer_notes=True)
+        alignments = self.aligned()
+        window = None
+        if self.win is not None:
+            starts = [it.time_range[0] + alignments[r].offset_ns for it, r, _ in self.kept if it.time_range]
+            spans = [(a + alignments[r].offset_ns, b + alignments[r].offset_ns)
+                     for it, r, _ in self.kept for a, b in it.named.values()]
+            window = resolve_window(self.win, min(starts) if starts else None, spans)
+        jobs = [(h, (alignments[r].offset_ns, window)) for (h, _), (_, r, _) in zip(held, self.kept)]
+        wdrop: dict[str, int] = {}
+        labels = [it.path for it, _, _ in self.kept]
+
+        def second(fn: Callable[..., Any], again: Callable[..., Any]) -> Any:
+            if hold:
+                return eng.then(fn, jobs, labels)
+            return eng.map(again, [(p, self.fmt, self.cats, self.min_ns, *args) for p, args in jobs], labels)
+
+        if self.archive:
+            with tempfile.TemporaryDirectory(prefix="traceconv-") as tmp:
+                archived = []
+                slices = 0
+                for (data, n, dropped), (it, r, _), entry in zip(second(encode_rank, reload_encode), self.kept,
+                                                                   self.names):
+                    p = Path(tmp) / entry
+                    p.write_bytes(data)
+                    archived.append((entry, r, p))
+                    slices += n
+                    _add(wdrop, dropped)
+                self._diagnostics_in_order(held)
+                self.add_dropped({k: wdrop[k] for k in _WINDOW_KEYS if wdrop.get(k)})
+                self.finish(alignments)
+                write_archive(archived, alignments, self.out, self.files)
+            return self.result(alignments, slices)
+        merged = self.merged
+        finished = second(finish_rank, reload_finish)
+        for (trace, dropped), (it, r, _), (_, unranked) in zip(finished, self.kept, held):
+            if unranked:
+                self.note_unranked(it, r)
+            append_rank(merged, trace, r, alignments[r].offset_ns)
+            _add(wdrop, dropped)
+            del trace
+        self.add_dropped({k: wdrop[k] for k in _WINDOW_KEYS if wdrop.get(k)})
+        self.finish(alignments)
+        save(merged, self.out, self.out_fmt, inputs=self.files)
+        return self.result(alignments, len(merged.slices))
+
+    def _diagnostics_in_order(self, held: list[tuple[Any, bool]]) -> None:
+        """What the merged trace's diagnostics hold on the local engine, in its order (an archive on
+        the cluster builds no merged trace: each rank's own diagnostics came with its features)."""
+        for (_, unranked), (it, r, _) in zip(held, self.kept):
+            if unranked:
+                self.note_unranked(it, r)
+            self.merged.diagnostics.extend(it.trace.diagnostics)
+
+
+def _window_here(win: Any, merged: Trace) -> tuple[int, int]:
+    from .combine import _named_window
+    if win.name is None:
+        rng = merged.time_range()
+        return resolve_window(win, rng[0] if rng else 0, [])
+    return _named_window(merged, win.name)
+
+
+def _add(into: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        into[k] = into.get(k, 0) + v

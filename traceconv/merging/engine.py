@@ -1,0 +1,211 @@
+"""Where the per-rank work runs: this machine's process pool (the default, nothing to install), or
+a Dask cluster (``pip install 'traceconv[dask]'``): a :class:`LocalCluster` started here, or the
+scheduler of an existing one (``tcp://host:8786``).
+
+Both take the same module-level functions and give results in the inputs' order.  The local
+engine sends each result back whole; the Dask engine can also *keep* a result on the worker that
+made it (:meth:`DaskEngine.keep`: a trace stays where it was read) and run a second function on it
+there (:meth:`DaskEngine.then`), so only that function's small result travels to the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Callable, Iterator, Sequence
+
+from ..errors import TraceconvError
+
+ENGINES = ("local", "dask")
+Progress = Callable[[int, int, Any], None]
+
+
+def _raise(e: BaseException, label: Any) -> None:
+    if isinstance(e, TraceconvError):
+        raise e.with_path(label) from None
+    raise e
+
+
+class LocalEngine:
+    """A process pool of ``workers`` processes (default: one per core); in this process when
+    there is one worker or one item."""
+
+    name = "local"
+    keeps = False
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers
+
+    def __enter__(self) -> "LocalEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def map(self, fn: Callable[..., Any], items: Sequence[tuple], labels: Sequence[Any] | None = None,
+            progress: Progress | None = None) -> Iterator[Any]:
+        """``fn(*item)`` for each item, yielded in order, with at most workers + 1 results waiting."""
+        n = len(items)
+        labels = labels if labels is not None else [None] * n
+        workers = self.workers or min(os.cpu_count() or 1, n)
+        if workers <= 1 or n <= 1:
+            for i, it in enumerate(items):
+                try:
+                    res = fn(*it)
+                except TraceconvError as e:
+                    _raise(e, labels[i])
+                if progress:
+                    progress(i + 1, n, labels[i])
+                yield res
+            return
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            pending: list = []
+            nxt = 0
+            for _ in range(n):
+                while nxt < n and len(pending) < workers + 1:
+                    pending.append((nxt, pool.submit(fn, *items[nxt])))
+                    nxt += 1
+                j, fut = pending.pop(0)
+                try:
+                    res = fut.result()
+                except TraceconvError as e:
+                    for _, f2 in pending:
+                        f2.cancel()
+                    _raise(e, labels[j])
+                if progress:
+                    progress(j + 1, n, labels[j])
+                yield res
+
+    def reduce(self, fn: Callable[[Any, Any], Any], values: list[Any]) -> Any:
+        """Combine values pairwise, as a tree: ((v0·v1)·(v2·v3))... -- the same tree as Dask's."""
+        while len(values) > 1:
+            values = [fn(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
+                      for i in range(0, len(values), 2)]
+        return values[0]
+
+
+class DaskEngine:
+    """A Dask cluster: ``scheduler`` (``tcp://host:8786``) or a :class:`LocalCluster` of ``workers``
+    single-threaded worker processes (default: one per core) started for this run."""
+
+    name = "dask"
+    keeps = True
+
+    def __init__(self, scheduler: str | None = None, workers: int | None = None, *,
+                 processes: bool = True, client: Any = None) -> None:
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:
+            raise TraceconvError("the Dask engine needs dask.distributed: pip install 'traceconv[dask]'") from None
+        self._own: list[Any] = []
+        if client is not None:
+            self.client = client
+        elif scheduler:
+            try:
+                self.client = Client(scheduler, timeout="10s")
+            except (OSError, TimeoutError) as e:
+                raise TraceconvError(f"cannot reach the Dask scheduler {scheduler}: {e}") from None
+            self._own.append(self.client)
+        else:
+            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                   processes=processes, dashboard_address=":0", silence_logs=logging.ERROR)
+            self.client = Client(cluster)
+            self._own += [self.client, cluster]
+
+    def __enter__(self) -> "DaskEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def workers(self) -> int:
+        """How many workers the cluster has now (at least 1)."""
+        try:
+            return max(1, len(self.client.scheduler_info()["workers"]))
+        except Exception:  # noqa: BLE001 - a scheduler that does not say
+            return 1
+
+    def close(self) -> None:
+        for x in self._own:
+            try:
+                x.close()
+            except Exception:  # noqa: BLE001 - closing a cluster that is going away anyway
+                pass
+        self._own = []
+
+    def _ordered(self, futures: list, labels: Sequence[Any], progress: Progress | None) -> Iterator[Any]:
+        n = len(futures)
+        try:
+            for i, fut in enumerate(futures):
+                try:
+                    res = fut.result()
+                except TraceconvError as e:
+                    _raise(e, labels[i])
+                if progress:
+                    progress(i + 1, n, labels[i])
+                futures[i] = None           # let the cluster forget it
+                fut.release()
+                yield res
+        finally:
+            for f in futures:
+                if f is not None:
+                    f.cancel()
+
+    def map(self, fn: Callable[..., Any], items: Sequence[tuple], labels: Sequence[Any] | None = None,
+            progress: Progress | None = None) -> Iterator[Any]:
+        labels = labels if labels is not None else [None] * len(items)
+        futures = [self.client.submit(fn, *it, pure=False) for it in items]
+        return self._ordered(futures, labels, progress)
+
+    def keep(self, fn: Callable[..., Any], small: Callable[[Any], Any], items: Sequence[tuple],
+             labels: Sequence[Any] | None = None, progress: Progress | None = None) -> Iterator[tuple[Any, Any]]:
+        """``fn(*item)`` on the workers, kept there; yields ``(small(result), handle)`` in order."""
+        labels = labels if labels is not None else [None] * len(items)
+        held = [self.client.submit(fn, *it, pure=False) for it in items]
+        smalls = [self.client.submit(small, h, pure=False) for h in held]
+        for i, s in enumerate(self._ordered(smalls, labels, progress)):
+            yield s, held[i]
+
+    def then(self, fn: Callable[..., Any], jobs: Sequence[tuple[Any, tuple]], labels: Sequence[Any] | None = None
+             ) -> Iterator[Any]:
+        """``fn(kept, *args)`` for each ``(handle, args)``, run where the kept result is; yielded in order,
+        each handle released once its result is in."""
+        labels = labels if labels is not None else [None] * len(jobs)
+        futures = [self.client.submit(fn, h, *args, pure=False) for h, args in jobs]
+        for h, _ in jobs:
+            h.release()
+        return self._ordered(futures, labels, None)
+
+    def reduce(self, fn: Callable[[Any, Any], Any], values: list[Any]) -> Any:
+        """Combine futures or values pairwise on the cluster (the same tree as the local engine's)."""
+        while len(values) > 1:
+            values = [self.client.submit(fn, values[i], values[i + 1], pure=False) if i + 1 < len(values)
+                      else values[i] for i in range(0, len(values), 2)]
+        v = values[0]
+        return v.result() if hasattr(v, "result") else v
+
+    def map_keep(self, fn: Callable[..., Any], items: Sequence[tuple]) -> list[Any]:
+        """``fn(*item)`` on the workers, as futures left on the cluster (for :meth:`reduce`)."""
+        return [self.client.submit(fn, *it, pure=False) for it in items]
+
+
+def make_engine(engine: Any = "local", *, scheduler: str | None = None, workers: int | None = None
+                ) -> LocalEngine | DaskEngine:
+    """``"local"`` (the default), ``"dask"`` (a LocalCluster, or ``scheduler``'s cluster), an engine
+    already made, or a ``dask.distributed.Client``."""
+    if isinstance(engine, (LocalEngine, DaskEngine)):
+        return engine
+    if engine is None:
+        engine = "dask" if scheduler else "local"
+    if isinstance(engine, str):
+        if engine == "local":
+            if scheduler:
+                raise TraceconvError("a Dask scheduler address needs the dask engine")
+            return LocalEngine(workers)
+        if engine == "dask":
+            return DaskEngine(scheduler, workers)
+        raise TraceconvError(f"unknown engine '{engine}'; choose one of: {', '.join(ENGINES)}")
+    if type(engine).__name__ == "Client":
+        return DaskEngine(client=engine)
+    raise TraceconvError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")

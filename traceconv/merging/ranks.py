@@ -1,0 +1,83 @@
+"""The per-rank work, run where a rank's file is read (a pool process, a Dask worker): read it,
+filter it, take its alignment features; later cut it to the window and encode it."""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from pathlib import Path
+
+from ..api import load, save
+from ..model import Trace
+from .align import Loaded, _collectives, _steps
+from .combine import _filter, named_span
+
+
+def load_rank(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+              window_name: str | None = None) -> Loaded:
+    """Read one file, apply the category and duration filters, and take what alignment needs."""
+    trace = load(path, fmt)
+    coll = _collectives(trace)
+    steps = _steps(trace)
+    dropped = {}
+    if drop_cats or min_dur:
+        dropped = _filter(trace, drop_cats, min_dur)
+    item = Loaded(path, trace, coll, dropped, steps, events=trace.event_count())
+    if window_name is not None:
+        span = named_span(trace, window_name)
+        if span is not None:
+            item.named[window_name] = span
+    item.time_range = trace.time_range()
+    return item
+
+
+def features(item: Loaded) -> Loaded:
+    """The same, with a stub trace holding only the metadata: what travels to the client."""
+    stub = Trace(item.trace.meta.source_format)
+    stub.meta = copy.deepcopy(item.trace.meta)       # a copy even where nothing is pickled (threads)
+    stub.diagnostics.extend(item.trace.diagnostics)
+    return Loaded(item.path, stub, item.collectives, item.dropped, item.steps, item.events, item.named,
+                  item.time_range)
+
+
+def finish_rank(item: Loaded, offset: int, window: tuple[int, int] | None) -> tuple[Trace, dict[str, int]]:
+    """The rank's trace cut to ``window`` (in the merged time: the rank's times plus ``offset``),
+    and what the cut left out."""
+    trace = item.trace
+    dropped: dict[str, int] = {}
+    if window is not None:
+        dropped = _filter(trace, frozenset(), 0, (window[0] - offset, window[1] - offset))
+    return trace, dropped
+
+
+def encode_rank(item: Loaded, offset: int, window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int]]:
+    """The rank's whole trace as a .pftrace (for a merge archive: the manifest carries the offset),
+    and the slices the window keeps (with what it leaves out), as the merged trace counts them."""
+    fd, tmp = tempfile.mkstemp(prefix="traceconv-rank-", suffix=".pftrace")
+    os.close(fd)
+    try:
+        save(item.trace, Path(tmp))
+        data = Path(tmp).read_bytes()
+    finally:
+        os.unlink(tmp)
+    trace, dropped = finish_rank(item, offset, window)
+    return data, len(trace.slices), dropped
+
+
+def load_features(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                  window_name: str | None = None) -> Loaded:
+    """:func:`load_rank` whose trace is dropped where it was read (the second pass reads it again)."""
+    return features(load_rank(path, fmt, drop_cats, min_dur, window_name))
+
+
+def reload_finish(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                  offset: int, window: tuple[int, int] | None) -> tuple[Trace, dict[str, int]]:
+    """:func:`finish_rank` on the file read again: memory holds one rank at a time."""
+    return finish_rank(load_rank(path, fmt, drop_cats, min_dur), offset, window)
+
+
+def reload_encode(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                  offset: int, window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int]]:
+    """:func:`encode_rank` on the file read again."""
+    return encode_rank(load_rank(path, fmt, drop_cats, min_dur), offset, window)
