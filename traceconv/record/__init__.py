@@ -23,7 +23,7 @@ __all__ = ["start", "stop", "flush", "span", "traced", "instant", "counter", "ne
 
 def merge(inputs, output):  # noqa: ANN001,ANN201
     """Merge recorded shards (a folder, files) into one timeline at ``output``."""
-    from .merging import merge as _merge
+    from .merge import merge as _merge
     return _merge(inputs, output)
 
 

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("-o", "--output", required=True)
     args = ap.parse_args(argv)
     try:
-        from .merging import merge
+        from .merge import merge
         t = merge(args.inputs, args.output)
     except TraceconvError as e:
         print(f"traceconv: error: {e}", file=sys.stderr)

@@ -360,7 +360,7 @@ def _rank_key(p: Path) -> tuple[int, str]:
 def _relink(rec: "_core.Recorder") -> Path | None:
     """A streamed .pftrace whose flows crossed a chunk boundary: read it back and write it again
     with those flows linked (at stop only; the chunks on disk stay valid until the rename)."""
-    from .merging import merge
+    from .merge import merge
     tmp = rec.path.with_name(f".{rec.path.name}.chunks.pftrace")
     os.replace(rec.path, tmp)
     try:
@@ -383,7 +383,7 @@ def merge_shards_into(rec: "_core.Recorder") -> Path | None:
         return None
     own = d / f"rank0-pid{rec.pid}{_core._ext(rec.path)}"
     os.replace(rec.path, own)
-    from .merging import merge
+    from .merge import merge
     try:
         merge([own, *shards], rec.path)
     except Exception as e:  # noqa: BLE001 - the recording must survive a failed merge
