@@ -1,4 +1,5 @@
-"""Benchmarks of traceconv against json.loads and the naive converter: every target of issue 7.
+"""Benchmarks of traceconv against json.loads, Perfetto's trace_processor and the naive converter:
+every target of issue 13 (the native core).
 
     python benchmarks/bench.py                       # 100k and 1M events, merge of 8 x 250k
     python benchmarks/bench.py --sizes 100k,1M,4M --repeat 3 --verify --json out.json
@@ -14,14 +15,14 @@ time / naive, peak RSS / input size, .pftrace / input size, gzip -6 of the .pftr
 the JSON; where the .pftrace's bytes go (args and their framing, the rest of the event packets,
 other) and its size floor, the least any encoding with one typed DebugAnnotation per arg could
 take (size_floor; past 10 MB of output estimated from a sample of the packets), which says
-whether the 15 % target can be met at all on that input; the same convert from the .json.gz
+how far the output is from it (the issue's target: within 1 point); the same convert from the .json.gz
 (baseline: gzip.decompress + json.loads, peak RSS against the uncompressed JSON's size); with
 --verify, how many complete events lost their own duration (traceconv and naive); when
 Perfetto's trace_processor_shell is at ../shared/bin, how long it takes to open the .pftrace
 against the JSON it came from (wall and CPU time, alternated runs: the issue's loading target,
 "every arg kept", is <= 1.0 x).  With more
 than one size: time and peak RSS per event without the fixed start-up cost (the imports, and
-loading the compiled kernels from numba's cache), measured in a child that converts a 100-event
+the first use of the compiled core), measured in a child that converts a 100-event
 trace first and then the real one ("warm" runs: its time, and its peak RSS above where it
 started).  Then the merge of 8 ranks: time / json.loads of all eight files, CPU time / wall
 time (both cores used?), peak RSS of the main process and of its largest worker.  Last, a
@@ -460,7 +461,12 @@ def main() -> None:
     linear = growth(rows, startup, target) if len(rows) > 1 else []
     merge = None if a.no_merge else measure_merge(a, target)
 
-    print("\n== summary (issue 7 targets)")
+    print("\n== cold start", flush=True)
+    import bench_coldstart
+    cold = bench_coldstart.measure(sys.executable)
+    bench_coldstart.report(cold, target)
+
+    print("\n== summary (issue 13 targets)")
     w = [max(len(r[k]) for r in summary) for k in ("target", "figure", "goal")]
     for r in summary:
         print(f"  {r['target']:<{w[0]}}  {r['figure']:>{w[1]}}  {r['goal']:<{w[2]}}  {r['verdict']}"
@@ -475,7 +481,7 @@ def main() -> None:
           + (f"; {na} figures of sizes below the issue's trace shown, not judged" if na else ""))
     if a.json:
         Path(a.json).write_text(json.dumps({"machine": machine, "repeat": a.repeat, "startup": startup,
-                                            "sizes": rows, "linear": linear, "merge": merge,
+                                            "cold_start": cold, "sizes": rows, "linear": linear, "merge": merge,
                                             "summary": summary}, indent=1) + "\n")
         print(f"figures saved to {a.json}")
 
@@ -522,14 +528,14 @@ def report(r: dict) -> None:
     print(f"\n== {r['size']} events, {inp / MB:.0f} MB of Kineto JSON ({r['input_gz_bytes'] / MB:.1f} MB gzipped)")
     print(f"  json.loads (gc off):      {r['jsonloads_seconds']:.2f} s, {r['jsonloads_maxrss'] / MB:.0f} MB peak")
     print(f"  traceconv convert:        {r['convert_seconds']:.2f} s = {r['convert_seconds'] / r['jsonloads_seconds']:.2f} x "
-          f"json.loads [target <= 1.0]; peak RSS {r['convert_maxrss'] / MB:.0f} MB = "
-          f"{r['convert_maxrss'] / inp:.2f} x input [target <= 1.0]")
+          f"json.loads [target <= 0.35]; peak RSS {r['convert_maxrss'] / MB:.0f} MB = "
+          f"{r['convert_maxrss'] / inp:.2f} x input [target <= 0.5]")
     if "naive_seconds" in r:
         print(f"  naive converter (1 run):  {r['naive_seconds']:.2f} s, {r['naive_maxrss'] / MB:.0f} MB peak, "
               f"{r['naive_bytes'] / MB:.0f} MB out; traceconv takes {r['convert_seconds'] / r['naive_seconds']:.2f} x its time")
     print(f"  .pftrace: {r['pftrace_bytes'] / MB:.1f} MB = {100 * r['pftrace_bytes'] / inp:.1f} % of the input "
-          f"[target <= 15 %]; gzip -6 of it {r['pftrace_gz_bytes'] / MB:.1f} MB vs gzip of the JSON "
-          f"{r['input_gz_bytes'] / MB:.1f} MB = {r['pftrace_gz_bytes'] / r['input_gz_bytes']:.2f} x [target < 1.0]")
+          f"[target: within 1 point of the floor below]; gzip -6 of it {r['pftrace_gz_bytes'] / MB:.1f} MB vs gzip of the JSON "
+          f"{r['input_gz_bytes'] / MB:.1f} MB = {r['pftrace_gz_bytes'] / r['input_gz_bytes']:.2f} x [target <= 0.7]")
     fl = r["floor"]
     has, low = fl["actual"], fl["floor"]
     est = "" if fl["sample"] >= 1 else f", estimated from a random {100 * fl['sample']:.0f} % of the event packets"
@@ -540,21 +546,21 @@ def report(r: dict) -> None:
     print(f"    floor (one typed DebugAnnotation per arg, every event packet at its least){est}: "
           f"{low['total'] / MB:.2f} MB = {100 * low['total'] / inp:.1f} % of the input (args {low['args'] / MB:.2f} MB, "
           f"of which framing {low['arg_framing'] / MB:.2f} MB; the rest of the event packets "
-          f"{low['skeleton'] / MB:.2f} MB): the 15 % target is "
-          f"{'out of reach' if low['total'] > 0.15 * inp else 'not ruled out'} on this input [{fl['seconds']:.0f} s to decode]")
+          f"{low['skeleton'] / MB:.2f} MB) [{fl['seconds']:.0f} s to decode]")
     if "open_json" in r:
         oj, op = r["open_json"], r["open_pftrace"]
         print(f"  opening in trace_processor (count the slices; median of {TRACE_PROCESSOR.name} runs, alternated): "
               f".pftrace {op['seconds']:.2f} s (CPU {op['cpu_seconds']:.2f} s), the JSON {oj['seconds']:.2f} s "
               f"(CPU {oj['cpu_seconds']:.2f} s) = {op['seconds'] / oj['seconds']:.2f} x "
-              f"(CPU {op['cpu_seconds'] / oj['cpu_seconds']:.2f} x) [target <= 1.0]")
+              f"(CPU {op['cpu_seconds'] / oj['cpu_seconds']:.2f} x) [target <= 1.0]; traceconv's convert "
+              f"takes {r['convert_seconds'] / oj['seconds']:.2f} x trace_processor's import of the JSON [target <= 0.35]")
     print("  from the .json.gz:")
     print(f"    gzip.decompress + json.loads (gc off): {r['jsonloads_gz_seconds']:.2f} s, "
           f"{r['jsonloads_gz_maxrss'] / MB:.0f} MB peak")
     print(f"    traceconv convert: {r['convert_gz_seconds']:.2f} s = "
-          f"{r['convert_gz_seconds'] / r['jsonloads_gz_seconds']:.2f} x that [target <= 1.0]; "
+          f"{r['convert_gz_seconds'] / r['jsonloads_gz_seconds']:.2f} x that [target <= 0.35]; "
           f"peak RSS {r['convert_gz_maxrss'] / MB:.0f} MB = {r['convert_gz_maxrss'] / inp:.2f} x the uncompressed "
-          f"JSON's size [target <= 1.0]")
+          f"JSON's size [target <= 0.5]")
     print(f"    .pftrace {'identical to' if r['gz_same_output'] else 'DIFFERENT from'} the one made from the JSON")
     if "lost" in r:
         print(f"  complete events that lost their own duration: traceconv {r['lost']:,} of {r['complete']:,}"
@@ -563,34 +569,35 @@ def report(r: dict) -> None:
 
 def size_targets(r: dict, target) -> None:
     s, inp = r["size"], r["input_bytes"]
-    # The time and memory targets are set on the issue's trace of 1M events (272 MB). Below that the
-    # fixed cost of a process (~1 s and ~180 MB: Python, numpy, numba and LLVM, the kernels) is most
-    # of the figure; such sizes are measured for the growth per event, not judged on these two.
+    # Issue 13's targets are set on the bench's trace of 1M events (and its memory target at 4M too).
+    # Below that the fixed cost of a process (imports) is a large share of the figure; such sizes
+    # are measured for the growth per event, not judged on time and memory.
     judged = r["events"] >= 1_000_000
-    small = "" if judged else "below the issue's 1M-event trace: the fixed start-up cost dominates"
+    small = "" if judged else "below the issue's 1M-event trace: the fixed start-up cost weighs"
 
-    def absolute(what: str, x: float) -> None:
-        target(f"{s}: {what}", f"{x:.2f} x", "<= 1.0 x", x <= 1.0 if judged else "n/a", small)
+    def absolute(what: str, x: float, goal: float) -> None:
+        target(f"{s}: {what}", f"{x:.2f} x", f"<= {goal} x", x <= goal if judged else "n/a", small)
 
-    absolute("convert time / json.loads", r["convert_seconds"] / r["jsonloads_seconds"])
-    absolute("convert peak RSS / input", r["convert_maxrss"] / inp)
+    absolute("convert time / json.loads", r["convert_seconds"] / r["jsonloads_seconds"], 0.35)
+    if "open_json" in r:
+        absolute("convert time / trace_processor importing the JSON",
+                 r["convert_seconds"] / r["open_json"]["seconds"], 0.35)
+    absolute("convert peak RSS / input", r["convert_maxrss"] / inp, 0.5)
     floor = r["floor"]["floor"]["total"] / inp
-    note = (f"floor {'~' if r['floor']['sample'] < 1 else ''}{100 * floor:.1f} %: "
-            + ("out of reach" if floor > 0.15 else "not ruled out"))
+    note = f"floor {'~' if r['floor']['sample'] < 1 else ''}{100 * floor:.1f} %"
     x = r["pftrace_bytes"] / inp
-    target(f"{s}: .pftrace / input", f"{100 * x:.1f} %", "<= 15 %", x <= 0.15, note)
+    target(f"{s}: .pftrace / input, points above the floor", f"{100 * x:.1f} % ({100 * (x - floor):+.1f})",
+           "<= floor + 1", x - floor <= 0.01, note)
     x = r["pftrace_gz_bytes"] / r["input_gz_bytes"]
-    target(f"{s}: .pftrace.gz / gzip of the JSON", f"{x:.2f} x", "< 1.0 x", x < 1.0)
+    target(f"{s}: .pftrace.gz / gzip of the JSON", f"{x:.2f} x", "<= 0.7 x", x <= 0.7)
     if "open_json" in r:
         x = r["open_pftrace"]["seconds"] / r["open_json"]["seconds"]
         target(f"{s}: trace_processor opening .pftrace / the JSON", f"{x:.2f} x", "<= 1.0 x", x <= 1.0,
                f"CPU {r['open_pftrace']['cpu_seconds'] / r['open_json']['cpu_seconds']:.2f} x")
-    absolute(".json.gz convert time / (gunzip + json.loads)", r["convert_gz_seconds"] / r["jsonloads_gz_seconds"])
-    absolute(".json.gz convert peak RSS / JSON size", r["convert_gz_maxrss"] / inp)
-    x = r["pftrace_from_gz_bytes"] / inp
-    target(f"{s}: .json.gz: .pftrace / JSON size", f"{100 * x:.1f} %", "<= 15 %", x <= 0.15, note)
-    x = r["pftrace_from_gz_gz_bytes"] / r["input_gz_bytes"]
-    target(f"{s}: .json.gz: .pftrace.gz / .json.gz", f"{x:.2f} x", "< 1.0 x", x < 1.0)
+    absolute(".json.gz convert time / (gunzip + json.loads)", r["convert_gz_seconds"] / r["jsonloads_gz_seconds"], 0.35)
+    absolute(".json.gz convert peak RSS / JSON size", r["convert_gz_maxrss"] / inp, 0.5)
+    x = r["pftrace_from_gz_bytes"] / r["pftrace_bytes"]
+    target(f"{s}: .json.gz: the same .pftrace as from the JSON", f"{x:.2f} x the size", "1.0 x", x == 1.0)
     if "lost" in r:
         target(f"{s}: complete events keep own name + duration", f"{r['lost']:,} of {r['complete']:,} lost",
                "0 lost", r["lost"] == 0)
@@ -641,7 +648,7 @@ def measure_merge(a: argparse.Namespace, target) -> dict:
           f"[target > 1.0: more than one core busy]; peak RSS {ours['maxrss'] / MB:.0f} MB in the main process, "
           f"{ours['largest_worker_maxrss'] / MB:.0f} MB in the largest worker (a forked worker counts the pages "
           f"it shares with the main process)")
-    target(f"merge {a.ranks} x {a.rank_events}: time / json.loads of all", f"{x:.2f} x", "<= 1.0 x", x <= 1.0)
+    target(f"merge {a.ranks} x {a.rank_events}: time / json.loads of all", f"{x:.2f} x", "<= 0.35 x", x <= 0.35)
     target(f"merge {a.ranks} x {a.rank_events}: uses both cores (CPU / wall)", f"{cores:.2f}", "> 1.0", cores > 1.0)
     return {"ranks": a.ranks, "rank_events": n, "input_bytes": inp, "jsonloads": base, "merge": ours}
 
