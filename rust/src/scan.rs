@@ -39,6 +39,7 @@ use rustc_hash::FxBuildHasher;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use smallvec::SmallVec;
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::Mutex;
 
@@ -176,6 +177,12 @@ enum Key {
     Rare,
 }
 
+thread_local! {
+    /// The args object being read, compacted (one buffer per scanning thread, reused: no
+    /// allocation per event).
+    static ARGS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
 /// A member's value, as the event's reader keeps it.
 enum Val<'de> {
     /// a string without escapes (name, cat, ph, s, bp)
@@ -186,20 +193,19 @@ enum Val<'de> {
     NotStr,
     /// any other member's value, as text
     Raw(&'de RawValue),
-    /// an args object (compacted into `RawEvent::args`)
+    /// an args object (compacted into `ARGS`)
     ArgsObject,
     /// args of another type (its depth already checked)
     ArgsOther,
 }
 
-/// An event's members in text order, as serde_json read them (borrowed from the text), and its
-/// last args object without whitespace.
+/// An event's members in text order, as serde_json read them (borrowed from the text); its last
+/// args object without whitespace is in `ARGS`.
 struct RawEvent<'de> {
     members: SmallVec<[(Key, Val<'de>); 12]>,
     escaped_key: bool,
     /// a value nested deeper than MAX_DEPTH
     deep: bool,
-    args: Vec<u8>,
     /// what the args objects hold (W_* bits)
     args_flags: u32,
 }
@@ -345,7 +351,6 @@ impl<'de, 'a> Visitor<'de> for ArgsSeed<'a> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Val<'de>, A::Error> {
         let out = self.out;
         out.clear();
-        out.reserve(256);
         out.push(b'{');
         let mut first = true;
         while let Some((k, v)) = map.next_entry::<&RawValue, &RawValue>()? {
@@ -410,7 +415,6 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                     members: SmallVec::new(),
                     escaped_key: false,
                     deep: false,
-                    args: Vec::new(),
                     args_flags: 0,
                 };
                 while let Some((key, escaped)) = map.next_key_seed(KeySeed)? {
@@ -419,10 +423,12 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                         Key::Name | Key::Cat | Key::Ph | Key::S | Key::Bp => {
                             map.next_value_seed(StrSeed { deep: &mut ev.deep })?
                         }
-                        Key::Args => map.next_value_seed(ArgsSeed {
-                            out: &mut ev.args,
-                            flags: &mut ev.args_flags,
-                            deep: &mut ev.deep,
+                        Key::Args => ARGS.with_borrow_mut(|out| {
+                            map.next_value_seed(ArgsSeed {
+                                out,
+                                flags: &mut ev.args_flags,
+                                deep: &mut ev.deep,
+                            })
                         })?,
                         _ => Val::Raw(map.next_value::<&'de RawValue>()?),
                     };
@@ -761,8 +767,12 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
             }
         }
     }
-    if args_kept && ev.args.len() > 2 {
-        c.args.extend_from_slice(&ev.args); // (`{}`: no args)
+    if args_kept {
+        ARGS.with_borrow(|a| {
+            if a.len() > 2 {
+                c.args.extend_from_slice(a); // (`{}`: no args)
+            }
+        });
     }
     c.start.push(i as i64);
     c.end.push(*end as i64);
@@ -814,6 +824,27 @@ fn scan_str(
 ) -> (Cols, usize, i32) {
     let b = text.as_bytes();
     let n = b.len();
+    // room for a block's rows made once (about one row per 100 bytes of Kineto's text), not by
+    // doubling
+    let rows = cap.min(n.saturating_sub(pos) / 100 + 1);
+    for v in [
+        &mut c.start,
+        &mut c.end,
+        &mut c.ts,
+        &mut c.dur,
+        &mut c.pid,
+        &mut c.tid,
+        &mut c.id,
+    ] {
+        v.reserve(rows);
+    }
+    c.args_off.reserve(rows);
+    for v in [&mut c.flags, &mut c.name, &mut c.cat] {
+        v.reserve(rows);
+    }
+    for v in [&mut c.ph, &mut c.s, &mut c.bp] {
+        v.reserve(rows);
+    }
     let mut rows = 0usize;
     loop {
         // between events: whitespace, a comma, or the array's end
