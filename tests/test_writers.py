@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 
 import orjson
@@ -239,7 +240,7 @@ def test_hand_encoded_tags_match_the_perfetto_protos():
     wire = {1: 1, 6: 1, 9: 2, 11: 2, 12: 2}     # double, fixed64: I64; string, message, bytes: LEN; else VARINT
     assert len(enc.FIELDS) >= 30
     for (message, field), (number, w) in enc.FIELDS.items():
-        f = getattr(pb, message).DESCRIPTOR.fields_by_name[field]
+        f = functools.reduce(getattr, message.split("."), pb).DESCRIPTOR.fields_by_name[field]
         assert (number, w) == (f.number, wire.get(f.type, 0)), (message, field)
         assert TAGS[message, field] == varint(number << 3 | w)
     assert set(TAGS) == set(enc.FIELDS)
@@ -256,6 +257,14 @@ def test_hand_encoded_tags_match_the_perfetto_protos():
                        (pw._I_ANN, "debug_annotation_names"), (pw._I_STRINGS, "debug_annotation_string_values")):
         assert fields[field].number == got
     assert 64 <= pw.SEQ_CLOCK <= 127                          # a sequence-scoped clock id
+    # the enum values the header packets write
+    assert pw.BUILTIN_CLOCK_BOOTTIME == pb.BuiltinClock.BUILTIN_CLOCK_BOOTTIME
+    assert pw.CHILD_ORDERING_EXPLICIT == pb.TrackDescriptor.EXPLICIT
+    assert pw.SIBLING_MERGE_BY_KEY == pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY
+    assert pw._UNITS == {"bytes": pb.CounterDescriptor.UNIT_SIZE_BYTES, "ns": pb.CounterDescriptor.UNIT_TIME_NS,
+                         "count": pb.CounterDescriptor.UNIT_COUNT}
+    assert (pw.SEQ_CLEARED, pw.SEQ_NEEDS) == (pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED,
+                                              pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
 
 
 def test_every_hand_written_field_decodes_as_the_protos_say(tmp_path):

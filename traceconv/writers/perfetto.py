@@ -39,7 +39,9 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
   link).
 
 How it is written: the few header packets (clock, descriptors, metadata) are
-built with ``perfetto_trace_pb2``.  The event packets -- millions of them --
+written here field by field from the one tag table (no pb2 message: importing
+``perfetto_trace_pb2`` is most of a small conversion's start-up).  The event
+packets -- millions of them --
 and the interned data are encoded by the compiled core
 (``rust/src/encode.rs``, ``traceconv._core.encode``): a first pass over all
 args rows (serde_json) numbers their keys and counts their string values, a
@@ -67,7 +69,6 @@ from typing import Any, BinaryIO
 import msgspec
 import numpy as np
 import orjson
-from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .. import __version__, _core
 from . import argtext
@@ -86,10 +87,17 @@ _CACHE = 200_000          # Python-encoded arg values remembered (the cache star
 PARALLEL_ROWS = 8192      # a step's args rows are split between two threads from this many
 INTERN_STRINGS = True     # repeated string values as DebugAnnotation.string_value_iid
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
-_UNITS = {"bytes": pb.CounterDescriptor.UNIT_SIZE_BYTES, "ns": pb.CounterDescriptor.UNIT_TIME_NS,
-          "count": pb.CounterDescriptor.UNIT_COUNT}
-SEQ_CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-SEQ_NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+
+# Header packets (the sequence's clock, track descriptors, metadata), written by the one tag table:
+# the writer needs no pb2 message (importing perfetto_trace_pb2 costs ~60 ms and ~13 MB, most of a
+# small conversion's start-up).  Fields go in field-number order, as protobuf serializes them.
+# Enum values of the protos the header uses (tests/test_writers.py checks them against pb2).
+BUILTIN_CLOCK_BOOTTIME = 6
+CHILD_ORDERING_EXPLICIT = 3                     # TrackDescriptor.ChildTracksOrdering.EXPLICIT
+SIBLING_MERGE_BY_KEY = 3                        # TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY
+_UNITS = {"bytes": 3, "ns": 1, "count": 2}      # CounterDescriptor.UNIT_SIZE_BYTES, UNIT_TIME_NS, UNIT_COUNT
+SEQ_CLEARED = 1                                 # TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+SEQ_NEEDS = 2                                   # TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 
 
 # ---------------------------------------------------------------- protobuf wire format
@@ -326,80 +334,86 @@ def _interned_packets(out: BinaryIO, field: int, iids: np.ndarray, data: np.ndar
         out.write(_enc.interned_packets(field, iids, data, off, SEQ_ID, SEQ_NEEDS, _INTERNED_MAX))
 
 
-def _header_packets(trace: Trace, uuids: list[int], t0: int) -> pb.Trace:
-    out = pb.Trace()
+def _field(message: str, field: str, value: "int | bool | str | bytes") -> bytes:
+    """One field of ``message``: a varint, or a length-delimited string / message."""
+    tag = TAGS[message, field]
+    if isinstance(value, (bool, int)):
+        return tag + varint(int(value))
+    data = value.encode() if isinstance(value, str) else value
+    return tag + varint(len(data)) + data
+
+
+def _packet(*fields: bytes) -> bytes:
+    body = b"".join(fields)
+    return P_PACKET + varint(len(body)) + body
+
+
+def _header_packets(trace: Trace, uuids: list[int], t0: int) -> bytes:
+    f = _field
     # the sequence's clock: timestamps are deltas on clock 64, which reads t0 when BOOTTIME (the
     # default trace clock) reads t0
-    p = out.packet.add()
-    p.trusted_packet_sequence_id = SEQ_ID
-    p.first_packet_on_sequence = True
-    p.sequence_flags = SEQ_CLEARED
-    p.trace_packet_defaults.timestamp_clock_id = SEQ_CLOCK
-    boot = p.clock_snapshot.clocks.add()
-    boot.clock_id = pb.BuiltinClock.BUILTIN_CLOCK_BOOTTIME
-    boot.timestamp = t0
-    seq = p.clock_snapshot.clocks.add()
-    seq.clock_id = SEQ_CLOCK
-    seq.timestamp = t0
-    seq.is_incremental = True
+    clock = "ClockSnapshot.Clock"
+    clocks = (f("ClockSnapshot", "clocks", f(clock, "clock_id", BUILTIN_CLOCK_BOOTTIME) + f(clock, "timestamp", t0))
+              + f("ClockSnapshot", "clocks", f(clock, "clock_id", SEQ_CLOCK) + f(clock, "timestamp", t0)
+                  + f(clock, "is_incremental", True)))
+    out = [_packet(f("TracePacket", "clock_snapshot", clocks),
+                   f("TracePacket", "trusted_packet_sequence_id", SEQ_ID),
+                   f("TracePacket", "sequence_flags", SEQ_CLEARED),
+                   f("TracePacket", "trace_packet_defaults", f("TracePacketDefaults", "timestamp_clock_id", SEQ_CLOCK)),
+                   f("TracePacket", "first_packet_on_sequence", True))]
 
     proc_uuid = {t.process: uuids[t.id] for t in trace.tracks if t.kind is TrackKind.PROCESS}
     has_lanes = {t.parent for t in trace.tracks if t.kind is TrackKind.LANE and t.parent is not None}
     for t in trace.tracks:
-        p = out.packet.add()
-        p.trusted_packet_sequence_id = SEQ_ID
-        d = p.track_descriptor
-        d.uuid = uuids[t.id]
-        if t.id in has_lanes:
-            d.child_ordering = pb.TrackDescriptor.EXPLICIT       # its lanes by sibling_order_rank
+        d = [f("TrackDescriptor", "uuid", uuids[t.id])]           # fields by number: 1 uuid, 2 name,
+        name = process = thread = parent = counter = b""            # 3 process, 4 thread, 5 parent,
+        lane = b""                                                  # 8 counter, 11.. ordering, lanes
         if t.kind is TrackKind.PROCESS:
             proc = trace.processes[t.process]
-            d.process.pid = proc.pid
-            if proc.name:
-                d.process.process_name = proc.name
+            process = f("ProcessDescriptor", "pid", proc.pid)
             if proc.sort_index is not None:
-                d.process.legacy_sort_index = proc.sort_index
-            d.process.process_labels.extend(proc.labels)
-            continue
-        if t.kind is TrackKind.THREAD:
+                process += f("ProcessDescriptor", "legacy_sort_index", proc.sort_index)
+            if proc.name:
+                process += f("ProcessDescriptor", "process_name", proc.name)
+            process += b"".join(f("ProcessDescriptor", "process_labels", x) for x in proc.labels)
+            process = f("TrackDescriptor", "process", process)
+        elif t.kind is TrackKind.THREAD:
             th = trace.threads[t.thread]
-            d.parent_uuid = proc_uuid[th.process]
-            d.thread.pid = trace.processes[th.process].pid
-            d.thread.tid = th.tid
-            d.thread.thread_name = trace.track_label(t)
-            if th.sort_index is not None:
-                d.thread.legacy_sort_index = th.sort_index
-            continue
-        if t.kind is TrackKind.LANE and t.parent is not None:
-            # a lane is a child of its track (for a thread: a track of that thread in
-            # trace_processor), merged with the other lanes of that track into one row of the UI,
-            # in lane order
-            d.parent_uuid = uuids[t.parent]
-            d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY
-            d.sibling_merge_key = f"{LANE_MERGE_KEY} {uuids[t.parent]}"
-            d.sibling_order_rank = t.lane
-        elif t.process is not None:
-            d.parent_uuid = proc_uuid[t.process]
-        d.name = trace.track_label(t)
-        if t.kind is TrackKind.COUNTER:
-            unit = _UNITS.get(t.unit or "")
-            if unit is not None:
-                d.counter.unit = unit
-            elif t.unit:
-                d.counter.unit_name = t.unit
-            else:
-                d.counter.SetInParent()
-    p = out.packet.add()
-    p.trusted_packet_sequence_id = SEQ_ID
-    meta = {"traceconv": {"version": __version__, **trace.meta.as_dict()}, **trace.meta.extra}
-    for k, v in meta.items():
-        m = p.chrome_events.metadata.add()
-        m.name = k
-        if isinstance(v, str):
-            m.string_value = v
+            parent = f("TrackDescriptor", "parent_uuid", proc_uuid[th.process])
+            thread = (f("ThreadDescriptor", "pid", trace.processes[th.process].pid) + f("ThreadDescriptor", "tid", th.tid)
+                      + (f("ThreadDescriptor", "legacy_sort_index", th.sort_index) if th.sort_index is not None else b"")
+                      + f("ThreadDescriptor", "thread_name", trace.track_label(t)))
+            thread = f("TrackDescriptor", "thread", thread)
         else:
-            m.json_value = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
-    return out
+            if t.kind is TrackKind.LANE and t.parent is not None:
+                # a lane is a child of its track (for a thread: a track of that thread in
+                # trace_processor), merged with the other lanes of that track into one row of the UI,
+                # in lane order
+                parent = f("TrackDescriptor", "parent_uuid", uuids[t.parent])
+                lane = (f("TrackDescriptor", "sibling_order_rank", t.lane)
+                        + f("TrackDescriptor", "sibling_merge_behavior", SIBLING_MERGE_BY_KEY)
+                        + f("TrackDescriptor", "sibling_merge_key", f"{LANE_MERGE_KEY} {uuids[t.parent]}"))
+            elif t.process is not None:
+                parent = f("TrackDescriptor", "parent_uuid", proc_uuid[t.process])
+            name = f("TrackDescriptor", "name", trace.track_label(t))
+            if t.kind is TrackKind.COUNTER:
+                unit = _UNITS.get(t.unit or "")
+                counter = (f("CounterDescriptor", "unit", unit) if unit is not None
+                           else f("CounterDescriptor", "unit_name", t.unit) if t.unit else b"")
+                counter = f("TrackDescriptor", "counter", counter)
+        ordering = f("TrackDescriptor", "child_ordering", CHILD_ORDERING_EXPLICIT) if t.id in has_lanes else b""
+        d += [name, process, thread, parent, counter, ordering, lane]
+        out.append(_packet(f("TracePacket", "trusted_packet_sequence_id", SEQ_ID),
+                           f("TracePacket", "track_descriptor", b"".join(d))))
+    meta = {"traceconv": {"version": __version__, **trace.meta.as_dict()}, **trace.meta.extra}
+    entries = []
+    for k, v in meta.items():
+        value = (f("ChromeMetadata", "string_value", v) if isinstance(v, str)
+                 else f("ChromeMetadata", "json_value", orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS)))
+        entries.append(f("ChromeEventBundle", "metadata", f("ChromeMetadata", "name", k) + value))
+    out.append(_packet(f("TracePacket", "chrome_events", b"".join(entries)),
+                       f("TracePacket", "trusted_packet_sequence_id", SEQ_ID)))
+    return b"".join(out)
 
 
 def _col(a: Any, dtype: Any) -> np.ndarray:
@@ -439,7 +453,7 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
     if t0 < 0:
         raise ValueError("negative timestamps cannot be written to a Perfetto trace")
     uuids = [t.id + 1 for t in trace.tracks]
-    out.write(_header_packets(trace, uuids, t0).SerializeToString())
+    out.write(_header_packets(trace, uuids, t0))
 
     report("writing Perfetto protobuf", 0, total)
     s, ins, cnt, flows = trace.slices, trace.instants, trace.counters, trace.flows
