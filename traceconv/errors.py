@@ -14,12 +14,13 @@ A conversion that cannot keep everything does not fail: it records a
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import enum
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 
 # The exit codes of the ``traceconv`` command (see traceconv_cli/app.py main()).
@@ -80,6 +81,32 @@ class Stopped(BaseException):
         self.signum = signum
         self.exit_code = EXIT_SIGNAL_BASE + signum
         super().__init__(what or f"stopped by signal {signum}")
+
+
+_held = 0                    # how many signals_held() blocks are open
+_pending: list[int] = []     # the stop signals that came meanwhile
+
+
+@contextlib.contextmanager
+def signals_held() -> "Iterator[None]":
+    """Stop signals wait until the block ends, then raise :class:`Stopped`: for the few steps that
+    must not be cut midway (loading the compiled core and NumPy's C API).  The command line's
+    signal handler asks :func:`hold_signal` first."""
+    global _held
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
+        if not _held and _pending:
+            raise Stopped(_pending.pop())
+
+
+def hold_signal(signum: int) -> bool:
+    """Inside :func:`signals_held`: keep ``signum`` for the block's end (True); else False."""
+    if _held:
+        _pending.append(signum)
+    return bool(_held)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

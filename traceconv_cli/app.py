@@ -28,7 +28,7 @@ from rich.table import Table
 import traceconv                                    # light: its API is imported when first used
 from traceconv import formats as registry
 from traceconv import progress, serve
-from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped
+from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, hold_signal
 from traceconv.io import output_label, refuse_binary_terminal, stream_fd
 
 
@@ -453,7 +453,8 @@ def _install_signal_handlers() -> None:
         if os.getpid() != main_pid:
             os.kill(os.getpid(), signum)
             return
-        raise Stopped(signum)
+        if not hold_signal(signum):          # a step that must not be cut raises it when done
+            raise Stopped(signum)
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         with contextlib.suppress(ValueError, OSError):   # not the main thread, or not on this OS

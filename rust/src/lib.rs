@@ -12,6 +12,11 @@ mod scan;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // rust-numpy fetches NumPy's C API on first use, running Python code (its version check), and
+    // panics if that raises: done here, while the module loads (`traceconv._native` loads it with
+    // the stop signals held), so that a signal handler raising during a later kernel call cannot
+    // land in it
+    let _ = numpy::PyArray1::<u8>::zeros(m.py(), 0, false);
     nest::register(m)?;
     flows::register(m)?;
     scan::register(m)?;

@@ -27,7 +27,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import _core
+from .._native import _core
 from ..errors import WarningCode
 from .. import memory
 from .trace import Trace

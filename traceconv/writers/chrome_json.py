@@ -37,7 +37,7 @@ import numpy as np
 import orjson
 
 from .. import __version__
-from .. import _core
+from .._native import _core
 from ..model import ArgsColumn, Clock, Trace, TrackKind
 from ..progress import EVERY, report
 from . import argtext

@@ -70,7 +70,8 @@ import msgspec
 import numpy as np
 import orjson
 
-from .. import __version__, _core
+from .. import __version__
+from .._native import _core
 from . import argtext
 from ..model.layout import BEGIN, COUNTER, END, INSTANT, event_windows, stream_length
 from ..model import Trace, TrackKind

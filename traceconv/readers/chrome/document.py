@@ -18,7 +18,7 @@ import msgspec
 import orjson
 from msgspec import Raw
 
-from ... import _core
+from ..._native import _core
 from ...errors import TraceconvError, WarningCode
 from ...model import MAX_ARGS_DEPTH
 

@@ -80,7 +80,7 @@ import numpy as np
 import orjson
 from msgspec import Raw
 
-from ... import _core
+from ..._native import _core
 from ...errors import WarningCode
 from ... import memory
 from ...io import GZIP_ERRORS, Source

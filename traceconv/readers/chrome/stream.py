@@ -17,7 +17,7 @@ import msgspec
 import orjson
 from msgspec import Raw
 
-from ... import _core
+from ..._native import _core
 from ...io import Source
 from .document import _TOP, _header_value
 
