@@ -36,7 +36,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rustc_hash::FxBuildHasher;
-use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use smallvec::SmallVec;
 use std::cell::RefCell;
@@ -260,7 +260,7 @@ fn check_members<'de, A: SeqAccess<'de>>(
     deep: &mut bool,
 ) -> Result<(), A::Error> {
     while let Some(v) = seq.next_element::<&RawValue>()? {
-        if walk(v.get(), level + 1, &mut None).is_err() {
+        if walk(v.get(), level + 1, None).is_err() {
             *deep = true;
         }
     }
@@ -273,7 +273,7 @@ fn check_entries<'de, A: MapAccess<'de>>(
     deep: &mut bool,
 ) -> Result<(), A::Error> {
     while let Some((_k, v)) = map.next_entry::<&RawValue, &RawValue>()? {
-        if walk(v.get(), level + 1, &mut None).is_err() {
+        if walk(v.get(), level + 1, None).is_err() {
             *deep = true;
         }
     }
@@ -328,80 +328,6 @@ impl<'de, 'a> Visitor<'de> for StrSeed<'a> {
     }
 }
 
-/// The args value: an object is compacted into `out` as serde_json reads it (each key and value
-/// as its raw text, nested containers walked), anything else only checked for depth.
-struct ArgsSeed<'a> {
-    out: &'a mut Vec<u8>,
-    flags: &'a mut u32,
-    deep: &'a mut bool,
-}
-
-impl<'de, 'a> de::DeserializeSeed<'de> for ArgsSeed<'a> {
-    type Value = Val<'de>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Val<'de>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, 'a> Visitor<'de> for ArgsSeed<'a> {
-    type Value = Val<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Val<'de>, A::Error> {
-        let out = self.out;
-        out.clear();
-        out.push(b'{');
-        let mut first = true;
-        while let Some((k, v)) = map.next_entry::<&RawValue, &RawValue>()? {
-            if *self.deep {
-                continue; // the event is BAD: only read on to its end
-            }
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            let key = k.get();
-            if has_u_escape(key) {
-                *self.flags |= W_UESC;
-            }
-            out.extend_from_slice(key.as_bytes());
-            out.push(b':');
-            match walk(v.get(), 2, &mut Some(&mut *out)) {
-                Ok(f) => *self.flags |= f,
-                Err(()) => *self.deep = true,
-            }
-        }
-        out.push(b'}');
-        Ok(Val::ArgsObject)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Val<'de>, A::Error> {
-        check_members(seq, 1, self.deep)?;
-        Ok(Val::ArgsOther)
-    }
-    fn visit_borrowed_str<E: de::Error>(self, _s: &'de str) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_str<E: de::Error>(self, _s: &str) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_bool<E: de::Error>(self, _v: bool) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_i64<E: de::Error>(self, _v: i64) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_u64<E: de::Error>(self, _v: u64) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-}
-
 impl<'de> Deserialize<'de> for RawEvent<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -423,13 +349,26 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                         Key::Name | Key::Cat | Key::Ph | Key::S | Key::Bp => {
                             map.next_value_seed(StrSeed { deep: &mut ev.deep })?
                         }
-                        Key::Args => ARGS.with_borrow_mut(|out| {
-                            map.next_value_seed(ArgsSeed {
-                                out,
-                                flags: &mut ev.args_flags,
-                                deep: &mut ev.deep,
-                            })
-                        })?,
+                        Key::Args => {
+                            // read once by serde_json as raw text, then compacted (or only
+                            // checked for depth) in one pass however deep it is
+                            let raw = map.next_value::<&'de RawValue>()?.get();
+                            if raw.starts_with('{') {
+                                ARGS.with_borrow_mut(|out| {
+                                    out.clear();
+                                    match walk(raw, 1, Some(out)) {
+                                        Ok(f) => ev.args_flags |= f,
+                                        Err(()) => ev.deep = true,
+                                    }
+                                });
+                                Val::ArgsObject
+                            } else {
+                                if raw.starts_with('[') && walk(raw, 1, None).is_err() {
+                                    ev.deep = true;
+                                }
+                                Val::ArgsOther
+                            }
+                        }
                         _ => Val::Raw(map.next_value::<&'de RawValue>()?),
                     };
                     ev.members.push((key, v));
@@ -441,41 +380,31 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
     }
 }
 
-/// Whether a string token (validated by serde_json) holds a `\u` escape.
-fn has_u_escape(raw: &str) -> bool {
-    if !raw.contains('\\') {
-        return false; // (a memchr: most strings have no escape at all)
-    }
-    let mut it = raw.bytes();
-    while let Some(c) = it.next() {
-        if c == b'\\' && it.next() == Some(b'u') {
-            return true;
-        }
-    }
-    false
-}
-
 /// A number token of µs → exact ns: integers and up to 3 decimals, below ±MAX_US; anything else
 /// (an exponent, more decimals, 17+ integer digits) is None.
 fn us_to_ns(raw: &str) -> Option<i64> {
-    let (neg, t) = match raw.strip_prefix('-') {
-        Some(t) => (true, t),
-        None => (false, raw),
+    let b = raw.as_bytes();
+    let (neg, b) = match b.split_first() {
+        Some((b'-', t)) => (true, t),
+        _ => (false, b),
     };
-    let (ip, fp) = t.split_once('.').unwrap_or((t, ""));
-    if ip.is_empty()
-        || ip.len() > 16
-        || fp.len() > 3
-        || !ip.bytes().all(|c| c.is_ascii_digit())
-        || !fp.bytes().all(|c| c.is_ascii_digit())
-    {
+    let ip = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if ip == 0 || ip > 16 {
         return None;
     }
-    let v: i64 = ip.parse().ok()?;
+    let v = digits(&b[..ip]);
     if v >= MAX_US {
         return None;
     }
-    let mut frac: i64 = if fp.is_empty() { 0 } else { fp.parse().ok()? };
+    let fp = match b[ip..].split_first() {
+        None => &b[ip..],
+        Some((b'.', f)) => f,
+        Some(_) => return None,
+    };
+    if fp.len() > 3 || !fp.iter().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let mut frac = digits(fp);
     for _ in fp.len()..3 {
         frac *= 10;
     }
@@ -483,144 +412,127 @@ fn us_to_ns(raw: &str) -> Option<i64> {
     Some(if neg { -ns } else { ns })
 }
 
+/// The value of at most 18 ASCII digits (the caller has checked them).
+fn digits(d: &[u8]) -> i64 {
+    d.iter().fold(0i64, |v, &c| v * 10 + i64::from(c - b'0'))
+}
+
 /// A number token that is an integer of at most 18 digits.
 fn small_int(raw: &str) -> Option<i64> {
-    let digits = raw.strip_prefix('-').unwrap_or(raw);
-    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|c| c.is_ascii_digit()) {
+    let b = raw.as_bytes();
+    let (neg, d) = match b.split_first() {
+        Some((b'-', t)) => (true, t),
+        _ => (false, b),
+    };
+    if d.is_empty() || d.len() > 18 || !d.iter().all(|c| c.is_ascii_digit()) {
         return None;
     }
-    raw.parse().ok()
+    let v = digits(d);
+    Some(if neg { -v } else { v })
 }
 
 /// Walk a value serde_json has validated (`raw`, at nesting `level`, 1 for the outermost
 /// container): what it holds (`W_*` bits), and, with `out`, its text without whitespace between
 /// tokens appended there (each leaf token copied as it is).  Err: nested deeper than MAX_DEPTH.
-fn walk(raw: &str, level: u32, out: &mut Option<&mut Vec<u8>>) -> Result<u32, ()> {
-    match raw.as_bytes().first() {
-        Some(b'{') | Some(b'[') => {
-            if level > MAX_DEPTH {
-                return Err(());
-            }
-            let mut w = Walker {
-                level,
-                out,
-                flags: 0,
-                deep: false,
-            };
-            let mut de = serde_json::Deserializer::from_str(raw);
-            let ok = Walk(&mut w).deserialize(&mut de).is_ok();
-            if !ok || w.deep {
-                return Err(());
-            }
-            Ok(w.flags)
-        }
-        Some(b'"') => {
-            if let Some(o) = out {
-                o.extend_from_slice(raw.as_bytes());
-            }
-            Ok(if has_u_escape(raw) { W_UESC } else { 0 })
-        }
-        Some(_) => {
-            if let Some(o) = out {
-                o.extend_from_slice(raw.as_bytes());
-            }
-            let mut f = 0;
-            let b = raw.as_bytes();
-            if matches!(b.first(), Some(b'-') | Some(b'0'..=b'9')) {
-                if b.iter().any(|&c| c == b'e' || c == b'E') {
-                    f |= W_EXP;
+///
+/// One pass over the bytes, whatever the nesting (serde_json has already checked the text is
+/// JSON, so this only classifies: it steps over each string to its closing quote, noting a `\u`
+/// escape, and over each number token, noting an exponent or a length of 100+; it reads no
+/// value).  Whitespace outside strings is dropped, every other byte copied.
+fn walk(raw: &str, level: u32, out: Option<&mut Vec<u8>>) -> Result<u32, ()> {
+    match out {
+        Some(o) => {
+            // the compacted text is never longer than `raw`: written in place, then cut
+            let at = o.len();
+            o.resize(at + raw.len(), 0);
+            match walk_into::<true>(raw.as_bytes(), level, &mut o[at..]) {
+                Ok((flags, len)) => {
+                    o.truncate(at + len);
+                    Ok(flags)
                 }
-                if b.len() >= 100 {
-                    f |= W_LONG;
+                Err(()) => {
+                    o.truncate(at);
+                    Err(())
                 }
             }
-            Ok(f)
         }
-        None => Err(()),
+        None => walk_into::<false>(raw.as_bytes(), level, &mut []).map(|(f, _)| f),
     }
 }
 
-struct Walker<'a, 'o> {
-    level: u32,
-    out: &'a mut Option<&'o mut Vec<u8>>,
-    flags: u32,
-    deep: bool,
-}
-
-/// One container level: its members read by serde_json as raw text, each walked in turn.
-struct Walk<'w, 'a, 'o>(&'w mut Walker<'a, 'o>);
-
-impl<'de, 'w, 'a, 'o> de::DeserializeSeed<'de> for Walk<'w, 'a, 'o> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+/// walk's loop: with KEEP, the compacted text is written to `dst` (as long as `b`); returns the
+/// W_* bits and the compacted length.
+fn walk_into<const KEEP: bool>(b: &[u8], level: u32, dst: &mut [u8]) -> Result<(u32, usize), ()> {
+    let n = b.len();
+    let mut flags = 0u32;
+    let mut depth = 0u32; // containers open at `i`
+    let mut w = 0usize; // bytes written to dst
+    let mut i = 0usize;
+    macro_rules! keep {
+        ($c:expr) => {
+            if KEEP {
+                let Some(d) = dst.get_mut(w) else {
+                    return Err(()); // (never: dst is as long as b)
+                };
+                *d = $c;
+                w += 1;
+            }
+        };
     }
-}
-
-impl<'w, 'a, 'o> Walk<'w, 'a, 'o> {
-    fn push(&mut self, c: u8) {
-        if let Some(o) = self.0.out.as_deref_mut() {
-            o.push(c);
+    while i < n {
+        let c = b[i];
+        i += 1;
+        match c {
+            b' ' | b'\n' | b'\r' | b'\t' => {} // between tokens: dropped
+            b'{' | b'[' => {
+                depth += 1;
+                if level + depth - 1 > MAX_DEPTH {
+                    return Err(());
+                }
+                keep!(c);
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                keep!(c);
+            }
+            b'"' => {
+                // to the closing quote: a backslash escapes the byte after it
+                keep!(c);
+                while i < n {
+                    let c = b[i];
+                    i += 1;
+                    keep!(c);
+                    if c == b'"' {
+                        break;
+                    }
+                    if c == b'\\' && i < n {
+                        let e = b[i];
+                        i += 1;
+                        keep!(e);
+                        if e == b'u' {
+                            flags |= W_UESC;
+                        }
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let from = i - 1;
+                keep!(c);
+                while i < n && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                    if b[i] | 0x20 == b'e' {
+                        flags |= W_EXP;
+                    }
+                    keep!(b[i]);
+                    i += 1;
+                }
+                if i - from >= 100 {
+                    flags |= W_LONG;
+                }
+            }
+            _ => keep!(c), // `,` `:` and the letters of true, false, null
         }
     }
-    fn child(&mut self, raw: &str) -> bool {
-        match walk(raw, self.0.level + 1, &mut *self.0.out) {
-            Ok(f) => {
-                self.0.flags |= f;
-                true
-            }
-            Err(()) => {
-                self.0.deep = true;
-                false
-            }
-        }
-    }
-}
-
-impl<'de, 'w, 'a, 'o> Visitor<'de> for Walk<'w, 'a, 'o> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object or array")
-    }
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-        self.push(b'{');
-        let mut first = true;
-        while let Some(k) = map.next_key::<&RawValue>()? {
-            let v: &RawValue = map.next_value()?;
-            if !first {
-                self.push(b',');
-            }
-            first = false;
-            let key = k.get();
-            if has_u_escape(key) {
-                self.0.flags |= W_UESC;
-            }
-            if let Some(o) = self.0.out.as_deref_mut() {
-                o.extend_from_slice(key.as_bytes());
-                o.push(b':');
-            }
-            if !self.child(v.get()) {
-                return Err(de::Error::custom("too deep"));
-            }
-        }
-        self.push(b'}');
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
-        self.push(b'[');
-        let mut first = true;
-        while let Some(v) = seq.next_element::<&RawValue>()? {
-            if !first {
-                self.push(b',');
-            }
-            first = false;
-            if !self.child(v.get()) {
-                return Err(de::Error::custom("too deep"));
-            }
-        }
-        self.push(b']');
-        Ok(())
-    }
+    Ok((flags, w))
 }
 
 fn is_ws(c: u8) -> bool {
@@ -761,7 +673,7 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
                     _ => fl |= SLOW, // a known key with a value of another type, or a rare one
                 }
                 // a value not kept: only its depth matters
-                if (first == b'{' || first == b'[') && walk(raw, 1, &mut None).is_err() {
+                if (first == b'{' || first == b'[') && walk(raw, 1, None).is_err() {
                     return EventOutcome::Bad;
                 }
             }
@@ -1001,7 +913,7 @@ fn value_end(buf: &[u8], i: usize) -> i64 {
             if (first == b'-' || first.is_ascii_digit()) && end >= buf.len() {
                 return -1;
             }
-            if walk(raw, 1, &mut None).is_err() {
+            if walk(raw, 1, None).is_err() {
                 return -2;
             }
             end as i64
