@@ -183,31 +183,39 @@ thread_local! {
     static ARGS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A member's value, as the event's reader keeps it.
+/// The value of name, cat, ph, s or bp, as StrSeed reads it.
 enum Val<'de> {
-    /// a string without escapes (name, cat, ph, s, bp)
+    /// a string without escapes
     Str(&'de str),
-    /// a string with escapes (name, cat, ph, s, bp)
+    /// a string with escapes
     Escaped,
-    /// a value of another type where a string was expected (its depth already checked)
+    /// a value of another type (its depth already checked)
     NotStr,
-    /// any other member's value, as text
-    Raw(&'de RawValue),
-    /// an args object (compacted into `ARGS`)
-    ArgsObject,
-    /// args of another type (its depth already checked)
-    ArgsOther,
 }
 
-/// An event's members in text order, as serde_json read them (borrowed from the text); its last
-/// args object without whitespace is in `ARGS`.
+/// An event as its visitor reads it, member by member in text order (strings borrowed from the
+/// text): the row's fields and flags; its last args object without whitespace is in `ARGS`.
+/// Names and categories are interned only once the whole event is read (`strs`).
 struct RawEvent<'de> {
-    members: SmallVec<[(Key, Val<'de>); 12]>,
-    escaped_key: bool,
-    /// a value nested deeper than MAX_DEPTH
+    /// F_* bits, and SLOW
+    fl: i32,
+    /// the name and cat strings, in text order (Key::Name or Key::Cat)
+    strs: SmallVec<[(Key, &'de str); 2]>,
+    ph: u8,
+    s: u8,
+    bp: u8,
+    ts: i64,
+    dur: i64,
+    pid: i64,
+    tid: i64,
+    id: i64,
+    /// an args object was read into ARGS
+    args_kept: bool,
+    /// a value nested deeper than MAX_DEPTH in name/cat/ph/s/bp or args: BAD
     deep: bool,
-    /// what the args objects hold (W_* bits)
-    args_flags: u32,
+    /// the first other member nested deeper than MAX_DEPTH: BAD, after interning the strings
+    /// before it (`strs[..k]`, as the rows' reader always did)
+    deep_other_at: Option<usize>,
 }
 
 fn key_of(k: &str) -> Key {
@@ -328,6 +336,16 @@ impl<'de, 'a> Visitor<'de> for StrSeed<'a> {
     }
 }
 
+impl<'de> RawEvent<'de> {
+    /// A member whose key is F_* `f`: SLOW if it is there already.
+    fn mark(&mut self, f: i32) {
+        if self.fl & f != 0 {
+            self.fl |= SLOW;
+        }
+        self.fl |= f;
+    }
+}
+
 impl<'de> Deserialize<'de> for RawEvent<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -338,40 +356,111 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut ev = RawEvent {
-                    members: SmallVec::new(),
-                    escaped_key: false,
+                    fl: 0,
+                    strs: SmallVec::new(),
+                    ph: 0,
+                    s: 0,
+                    bp: 0,
+                    ts: 0,
+                    dur: 0,
+                    pid: 0,
+                    tid: 0,
+                    id: 0,
+                    args_kept: false,
                     deep: false,
-                    args_flags: 0,
+                    deep_other_at: None,
                 };
                 while let Some((key, escaped)) = map.next_key_seed(KeySeed)? {
-                    ev.escaped_key |= escaped;
-                    let v = match key {
+                    if escaped {
+                        ev.fl |= SLOW;
+                    }
+                    match key {
                         Key::Name | Key::Cat | Key::Ph | Key::S | Key::Bp => {
-                            map.next_value_seed(StrSeed { deep: &mut ev.deep })?
+                            match map.next_value_seed(StrSeed { deep: &mut ev.deep })? {
+                                Val::Escaped | Val::NotStr => ev.fl |= SLOW,
+                                Val::Str(s) => match key {
+                                    Key::Name | Key::Cat => {
+                                        ev.mark(if key == Key::Name { F_NAME } else { F_CAT });
+                                        ev.strs.push((key, s));
+                                    }
+                                    _ => {
+                                        ev.mark(match key {
+                                            Key::Ph => F_PH,
+                                            Key::S => F_S,
+                                            _ => F_BP,
+                                        });
+                                        if s.len() != 1 {
+                                            ev.fl |= SLOW;
+                                        }
+                                        let ch = if s.len() == 1 { s.as_bytes()[0] } else { 0 };
+                                        match key {
+                                            Key::Ph => ev.ph = ch,
+                                            Key::S => ev.s = ch,
+                                            _ => ev.bp = ch,
+                                        }
+                                    }
+                                },
+                            }
                         }
                         Key::Args => {
                             // read once by serde_json as raw text, then compacted (or only
                             // checked for depth) in one pass however deep it is
                             let raw = map.next_value::<&'de RawValue>()?.get();
+                            ev.mark(F_ARGS);
                             if raw.starts_with('{') {
+                                ev.args_kept = true;
                                 ARGS.with_borrow_mut(|out| {
                                     out.clear();
                                     match walk(raw, 1, Some(out)) {
-                                        Ok(f) => ev.args_flags |= f,
+                                        Ok(f) if f & (W_UESC | W_EXP | W_LONG) != 0 => {
+                                            ev.fl |= SLOW
+                                        }
+                                        Ok(_) => {}
                                         Err(()) => ev.deep = true,
                                     }
                                 });
-                                Val::ArgsObject
                             } else {
+                                ev.fl |= SLOW;
                                 if raw.starts_with('[') && walk(raw, 1, None).is_err() {
                                     ev.deep = true;
                                 }
-                                Val::ArgsOther
                             }
                         }
-                        _ => Val::Raw(map.next_value::<&'de RawValue>()?),
-                    };
-                    ev.members.push((key, v));
+                        _ => {
+                            let raw = map.next_value::<&'de RawValue>()?.get();
+                            let first = raw.as_bytes().first().copied().unwrap_or(0);
+                            let is_number = first == b'-' || first.is_ascii_digit();
+                            match key {
+                                Key::Ts | Key::Dur | Key::Pid | Key::Tid | Key::Id if is_number => {
+                                    let (f, got) = match key {
+                                        Key::Ts => (F_TS, us_to_ns(raw).inspect(|&x| ev.ts = x)),
+                                        Key::Dur => (F_DUR, us_to_ns(raw).inspect(|&x| ev.dur = x)),
+                                        Key::Pid => {
+                                            (F_PID, small_int(raw).inspect(|&x| ev.pid = x))
+                                        }
+                                        Key::Tid => {
+                                            (F_TID, small_int(raw).inspect(|&x| ev.tid = x))
+                                        }
+                                        _ => (F_ID, small_int(raw).inspect(|&x| ev.id = x)),
+                                    };
+                                    if got.is_none() {
+                                        ev.fl |= SLOW;
+                                    }
+                                    ev.mark(f);
+                                    continue;
+                                }
+                                Key::Other => {}
+                                _ => ev.fl |= SLOW, // a known key with a value of another type, or a rare one
+                            }
+                            // a value not kept: only its depth matters
+                            if (first == b'{' || first == b'[')
+                                && ev.deep_other_at.is_none()
+                                && walk(raw, 1, None).is_err()
+                            {
+                                ev.deep_other_at = Some(ev.strs.len());
+                            }
+                        }
+                    }
                 }
                 Ok(ev)
             }
@@ -595,91 +684,23 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
         return EventOutcome::Bad;
     }
     *end = i + stream.byte_offset();
-    let mut fl = if ev.escaped_key { SLOW } else { 0 };
     let (mut nm, mut ct) = (-1, -1);
-    let (mut ph, mut sc, mut bp) = (0u8, 0u8, 0u8);
-    let (mut ts, mut dur, mut pid, mut tid, mut id) = (0i64, 0i64, 0i64, 0i64, 0i64);
-    let mut args_kept = false;
-    for (key, v) in ev.members.iter() {
-        let key = *key;
-        match v {
-            Val::ArgsObject | Val::ArgsOther => {
-                if fl & F_ARGS != 0 {
-                    fl |= SLOW;
-                }
-                fl |= F_ARGS;
-                if matches!(v, Val::ArgsObject) {
-                    args_kept = true;
-                    if ev.args_flags & (W_UESC | W_EXP | W_LONG) != 0 {
-                        fl |= SLOW;
-                    }
-                } else {
-                    fl |= SLOW;
-                }
-            }
-            Val::Escaped | Val::NotStr => fl |= SLOW,
-            Val::Str(s) => match key {
-                Key::Name | Key::Cat => {
-                    let sid = intern(table, s);
-                    let f = if key == Key::Name { F_NAME } else { F_CAT };
-                    if fl & f != 0 {
-                        fl |= SLOW;
-                    }
-                    fl |= f;
-                    if key == Key::Name {
-                        nm = sid;
-                    } else {
-                        ct = sid;
-                    }
-                }
-                _ => {
-                    let f = match key {
-                        Key::Ph => F_PH,
-                        Key::S => F_S,
-                        _ => F_BP,
-                    };
-                    if fl & f != 0 || s.len() != 1 {
-                        fl |= SLOW;
-                    }
-                    fl |= f;
-                    let ch = if s.len() == 1 { s.as_bytes()[0] } else { 0 };
-                    match key {
-                        Key::Ph => ph = ch,
-                        Key::S => sc = ch,
-                        _ => bp = ch,
-                    }
-                }
-            },
-            Val::Raw(v) => {
-                let raw = v.get();
-                let first = raw.as_bytes().first().copied().unwrap_or(0);
-                let is_number = first == b'-' || first.is_ascii_digit();
-                match key {
-                    Key::Ts | Key::Dur | Key::Pid | Key::Tid | Key::Id if is_number => {
-                        let (f, got) = match key {
-                            Key::Ts => (F_TS, us_to_ns(raw).inspect(|&x| ts = x)),
-                            Key::Dur => (F_DUR, us_to_ns(raw).inspect(|&x| dur = x)),
-                            Key::Pid => (F_PID, small_int(raw).inspect(|&x| pid = x)),
-                            Key::Tid => (F_TID, small_int(raw).inspect(|&x| tid = x)),
-                            _ => (F_ID, small_int(raw).inspect(|&x| id = x)),
-                        };
-                        if got.is_none() || fl & f != 0 {
-                            fl |= SLOW;
-                        }
-                        fl |= f;
-                        continue;
-                    }
-                    Key::Other => {}
-                    _ => fl |= SLOW, // a known key with a value of another type, or a rare one
-                }
-                // a value not kept: only its depth matters
-                if (first == b'{' || first == b'[') && walk(raw, 1, None).is_err() {
-                    return EventOutcome::Bad;
-                }
-            }
+    for (k, &(key, s)) in ev.strs.iter().enumerate() {
+        if ev.deep_other_at == Some(k) {
+            break;
+        }
+        let sid = intern(table, s);
+        if key == Key::Name {
+            nm = sid;
+        } else {
+            ct = sid;
         }
     }
-    if args_kept {
+    if ev.deep_other_at.is_some() {
+        return EventOutcome::Bad;
+    }
+    let fl = ev.fl;
+    if ev.args_kept {
         ARGS.with_borrow(|a| {
             if a.len() > 2 {
                 c.args.extend_from_slice(a); // (`{}`: no args)
@@ -689,16 +710,16 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
     c.start.push(i as i64);
     c.end.push(*end as i64);
     c.flags.push(fl);
-    c.ph.push(if fl & F_PH != 0 { ph } else { 0 });
+    c.ph.push(if fl & F_PH != 0 { ev.ph } else { 0 });
     c.name.push(nm);
     c.cat.push(ct);
-    c.ts.push(ts);
-    c.dur.push(dur);
-    c.pid.push(pid);
-    c.tid.push(tid);
-    c.id.push(id);
-    c.s.push(sc);
-    c.bp.push(bp);
+    c.ts.push(ev.ts);
+    c.dur.push(ev.dur);
+    c.pid.push(ev.pid);
+    c.tid.push(ev.tid);
+    c.id.push(ev.id);
+    c.s.push(ev.s);
+    c.bp.push(ev.bp);
     c.args_off.push(c.args.len() as i64);
     EventOutcome::Row
 }
