@@ -531,97 +531,84 @@ fn small_int(raw: &str) -> Option<i64> {
 fn walk(raw: &str, level: u32, out: Option<&mut Vec<u8>>) -> Result<u32, ()> {
     match out {
         Some(o) => {
-            // the compacted text is never longer than `raw`: written in place, then cut
             let at = o.len();
-            o.resize(at + raw.len(), 0);
-            match walk_into::<true>(raw.as_bytes(), level, &mut o[at..]) {
-                Ok((flags, len)) => {
-                    o.truncate(at + len);
-                    Ok(flags)
-                }
-                Err(()) => {
-                    o.truncate(at);
-                    Err(())
-                }
+            o.reserve(raw.len()); // (the compacted text is never longer)
+            let r = walk_into::<true>(raw.as_bytes(), level, o);
+            if r.is_err() {
+                o.truncate(at);
             }
+            r
         }
-        None => walk_into::<false>(raw.as_bytes(), level, &mut []).map(|(f, _)| f),
+        None => walk_into::<false>(raw.as_bytes(), level, &mut Vec::new()),
     }
 }
 
-/// walk's loop: with KEEP, the compacted text is written to `dst` (as long as `b`); returns the
-/// W_* bits and the compacted length.
-fn walk_into<const KEEP: bool>(b: &[u8], level: u32, dst: &mut [u8]) -> Result<(u32, usize), ()> {
+/// walk's loop: with KEEP, the compacted text is appended to `out` (each run of bytes between
+/// whitespace copied at once).
+fn walk_into<const KEEP: bool>(b: &[u8], level: u32, out: &mut Vec<u8>) -> Result<u32, ()> {
     let n = b.len();
     let mut flags = 0u32;
     let mut depth = 0u32; // containers open at `i`
-    let mut w = 0usize; // bytes written to dst
+    let mut kept = 0usize; // the bytes from `kept` to `i` are still to be copied
     let mut i = 0usize;
-    macro_rules! keep {
-        ($c:expr) => {
-            if KEEP {
-                let Some(d) = dst.get_mut(w) else {
-                    return Err(()); // (never: dst is as long as b)
-                };
-                *d = $c;
-                w += 1;
-            }
-        };
-    }
     while i < n {
-        let c = b[i];
-        i += 1;
-        match c {
-            b' ' | b'\n' | b'\r' | b'\t' => {} // between tokens: dropped
+        match b[i] {
+            b' ' | b'\n' | b'\r' | b'\t' => {
+                // between tokens: dropped
+                if KEEP {
+                    out.extend_from_slice(&b[kept..i]);
+                }
+                i = skip_ws_at(b, i + 1);
+                kept = i;
+            }
             b'{' | b'[' => {
                 depth += 1;
                 if level + depth - 1 > MAX_DEPTH {
                     return Err(());
                 }
-                keep!(c);
+                i += 1;
             }
             b'}' | b']' => {
                 depth = depth.saturating_sub(1);
-                keep!(c);
+                i += 1;
             }
             b'"' => {
                 // to the closing quote: a backslash escapes the byte after it
-                keep!(c);
+                i += 1;
                 while i < n {
-                    let c = b[i];
-                    i += 1;
-                    keep!(c);
-                    if c == b'"' {
-                        break;
-                    }
-                    if c == b'\\' && i < n {
-                        let e = b[i];
-                        i += 1;
-                        keep!(e);
-                        if e == b'u' {
-                            flags |= W_UESC;
+                    match b[i] {
+                        b'"' => break,
+                        b'\\' => {
+                            if b.get(i + 1) == Some(&b'u') {
+                                flags |= W_UESC;
+                            }
+                            i += 2;
                         }
+                        _ => i += 1,
                     }
                 }
+                i += 1;
             }
             b'-' | b'0'..=b'9' => {
-                let from = i - 1;
-                keep!(c);
+                let from = i;
+                i += 1;
                 while i < n && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
                     if b[i] | 0x20 == b'e' {
                         flags |= W_EXP;
                     }
-                    keep!(b[i]);
                     i += 1;
                 }
                 if i - from >= 100 {
                     flags |= W_LONG;
                 }
             }
-            _ => keep!(c), // `,` `:` and the letters of true, false, null
+            _ => i += 1, // `,` `:` and the letters of true, false, null
         }
     }
-    Ok((flags, w))
+    if KEEP {
+        out.extend_from_slice(b.get(kept..).unwrap_or_default());
+    }
+    Ok(flags)
 }
 
 fn is_ws(c: u8) -> bool {
