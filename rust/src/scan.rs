@@ -3,19 +3,26 @@
 //! `pid`/`tid`/`id`, the `s` and `bp` letters, the args object without the whitespace between its
 //! tokens) and a string-interning table.
 //!
-//! serde_json does every piece of the lexing.  Each event is read by a `StreamDeserializer` (which
-//! says where the event ends) through a visitor: keys as borrowed strings (serde_json lends a
-//! `&str` only when there is no escape), name/cat/ph/s/bp as borrowed strings, other values as
-//! `&RawValue` text, and the args object member by member (each key and value as `&RawValue`:
-//! copied as they are, so the compacted args keep every token's own spelling; nested containers
-//! are read the same way, one level at a time).  The code here only
+//! serde_json does every piece of the lexing and validating.  Each event is read by a
+//! `StreamDeserializer` (which says where the event ends) through a visitor that fills the row
+//! as the members come: keys as borrowed strings (serde_json lends a `&str` only when there is
+//! no escape), name/cat/ph/s/bp as borrowed strings, other values (the args object included,
+//! whole, however deep) as `&RawValue` text.  The code here only
 //!
 //! * skips the whitespace and commas between the array's events and keeps the block-boundary
 //!   bookkeeping (an event cut by the end of a block: `MORE`, scanned again with the next block;
 //!   a block's UTF-8 is checked once, then serde_json reads it as `&str`);
-//! * classifies tokens serde_json has already validated: a string token holds a `\u` escape, a
-//!   number token has an exponent or is long, and turns a number token's digits into exact
-//!   integer ns (µs with up to 3 decimals, no float on the way).
+//! * classifies tokens serde_json has already validated, in one pass over a value's text
+//!   ([`walk`]): a string token holds a `\u` escape, a number token has an exponent or is long,
+//!   containers nest too deep; the same pass copies the args object without the whitespace
+//!   between its tokens (every token keeps its own spelling);
+//! * turns a number token's digits into exact integer ns (µs with up to 3 decimals, no float on
+//!   the way).
+//!
+//! (Reading the args member by member as `&RawValue`, each nested container again one level at
+//! a time, cost a serde_json pass per nesting level, with Kineto's `"Input Dims": [[..], [..]]`
+//! three; and keeping the members in a list to walk again after the event: together ~22 % of
+//! the instructions, 1.10 -> 0.81 s CPU on the bench's 1M-event trace.)
 //!
 //! An event of the plain shape gets its columns filled; any other shape is marked `SLOW` (and
 //! decoded from its own text by the Python reader's general decoder): a field of another type, an
@@ -36,7 +43,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rustc_hash::FxBuildHasher;
-use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use smallvec::SmallVec;
 use std::cell::RefCell;
@@ -183,31 +190,39 @@ thread_local! {
     static ARGS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A member's value, as the event's reader keeps it.
+/// The value of name, cat, ph, s or bp, as StrSeed reads it.
 enum Val<'de> {
-    /// a string without escapes (name, cat, ph, s, bp)
+    /// a string without escapes
     Str(&'de str),
-    /// a string with escapes (name, cat, ph, s, bp)
+    /// a string with escapes
     Escaped,
-    /// a value of another type where a string was expected (its depth already checked)
+    /// a value of another type (its depth already checked)
     NotStr,
-    /// any other member's value, as text
-    Raw(&'de RawValue),
-    /// an args object (compacted into `ARGS`)
-    ArgsObject,
-    /// args of another type (its depth already checked)
-    ArgsOther,
 }
 
-/// An event's members in text order, as serde_json read them (borrowed from the text); its last
-/// args object without whitespace is in `ARGS`.
+/// An event as its visitor reads it, member by member in text order (strings borrowed from the
+/// text): the row's fields and flags; its last args object without whitespace is in `ARGS`.
+/// Names and categories are interned only once the whole event is read (`strs`).
 struct RawEvent<'de> {
-    members: SmallVec<[(Key, Val<'de>); 12]>,
-    escaped_key: bool,
-    /// a value nested deeper than MAX_DEPTH
+    /// F_* bits, and SLOW
+    fl: i32,
+    /// the name and cat strings, in text order (Key::Name or Key::Cat)
+    strs: SmallVec<[(Key, &'de str); 2]>,
+    ph: u8,
+    s: u8,
+    bp: u8,
+    ts: i64,
+    dur: i64,
+    pid: i64,
+    tid: i64,
+    id: i64,
+    /// an args object was read into ARGS
+    args_kept: bool,
+    /// a value nested deeper than MAX_DEPTH in name/cat/ph/s/bp or args: BAD
     deep: bool,
-    /// what the args objects hold (W_* bits)
-    args_flags: u32,
+    /// the first other member nested deeper than MAX_DEPTH: BAD, after interning the strings
+    /// before it (`strs[..k]`, as the rows' reader always did)
+    deep_other_at: Option<usize>,
 }
 
 fn key_of(k: &str) -> Key {
@@ -260,7 +275,7 @@ fn check_members<'de, A: SeqAccess<'de>>(
     deep: &mut bool,
 ) -> Result<(), A::Error> {
     while let Some(v) = seq.next_element::<&RawValue>()? {
-        if walk(v.get(), level + 1, &mut None).is_err() {
+        if walk(v.get(), level + 1, None).is_err() {
             *deep = true;
         }
     }
@@ -273,7 +288,7 @@ fn check_entries<'de, A: MapAccess<'de>>(
     deep: &mut bool,
 ) -> Result<(), A::Error> {
     while let Some((_k, v)) = map.next_entry::<&RawValue, &RawValue>()? {
-        if walk(v.get(), level + 1, &mut None).is_err() {
+        if walk(v.get(), level + 1, None).is_err() {
             *deep = true;
         }
     }
@@ -328,77 +343,13 @@ impl<'de, 'a> Visitor<'de> for StrSeed<'a> {
     }
 }
 
-/// The args value: an object is compacted into `out` as serde_json reads it (each key and value
-/// as its raw text, nested containers walked), anything else only checked for depth.
-struct ArgsSeed<'a> {
-    out: &'a mut Vec<u8>,
-    flags: &'a mut u32,
-    deep: &'a mut bool,
-}
-
-impl<'de, 'a> de::DeserializeSeed<'de> for ArgsSeed<'a> {
-    type Value = Val<'de>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Val<'de>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, 'a> Visitor<'de> for ArgsSeed<'a> {
-    type Value = Val<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Val<'de>, A::Error> {
-        let out = self.out;
-        out.clear();
-        out.push(b'{');
-        let mut first = true;
-        while let Some((k, v)) = map.next_entry::<&RawValue, &RawValue>()? {
-            if *self.deep {
-                continue; // the event is BAD: only read on to its end
-            }
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            let key = k.get();
-            if has_u_escape(key) {
-                *self.flags |= W_UESC;
-            }
-            out.extend_from_slice(key.as_bytes());
-            out.push(b':');
-            match walk(v.get(), 2, &mut Some(&mut *out)) {
-                Ok(f) => *self.flags |= f,
-                Err(()) => *self.deep = true,
-            }
+impl<'de> RawEvent<'de> {
+    /// A member whose key is F_* `f`: SLOW if it is there already.
+    fn mark(&mut self, f: i32) {
+        if self.fl & f != 0 {
+            self.fl |= SLOW;
         }
-        out.push(b'}');
-        Ok(Val::ArgsObject)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Val<'de>, A::Error> {
-        check_members(seq, 1, self.deep)?;
-        Ok(Val::ArgsOther)
-    }
-    fn visit_borrowed_str<E: de::Error>(self, _s: &'de str) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_str<E: de::Error>(self, _s: &str) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_bool<E: de::Error>(self, _v: bool) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_i64<E: de::Error>(self, _v: i64) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_u64<E: de::Error>(self, _v: u64) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
-        Ok(Val::ArgsOther)
+        self.fl |= f;
     }
 }
 
@@ -412,27 +363,111 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut ev = RawEvent {
-                    members: SmallVec::new(),
-                    escaped_key: false,
+                    fl: 0,
+                    strs: SmallVec::new(),
+                    ph: 0,
+                    s: 0,
+                    bp: 0,
+                    ts: 0,
+                    dur: 0,
+                    pid: 0,
+                    tid: 0,
+                    id: 0,
+                    args_kept: false,
                     deep: false,
-                    args_flags: 0,
+                    deep_other_at: None,
                 };
                 while let Some((key, escaped)) = map.next_key_seed(KeySeed)? {
-                    ev.escaped_key |= escaped;
-                    let v = match key {
+                    if escaped {
+                        ev.fl |= SLOW;
+                    }
+                    match key {
                         Key::Name | Key::Cat | Key::Ph | Key::S | Key::Bp => {
-                            map.next_value_seed(StrSeed { deep: &mut ev.deep })?
+                            match map.next_value_seed(StrSeed { deep: &mut ev.deep })? {
+                                Val::Escaped | Val::NotStr => ev.fl |= SLOW,
+                                Val::Str(s) => match key {
+                                    Key::Name | Key::Cat => {
+                                        ev.mark(if key == Key::Name { F_NAME } else { F_CAT });
+                                        ev.strs.push((key, s));
+                                    }
+                                    _ => {
+                                        ev.mark(match key {
+                                            Key::Ph => F_PH,
+                                            Key::S => F_S,
+                                            _ => F_BP,
+                                        });
+                                        if s.len() != 1 {
+                                            ev.fl |= SLOW;
+                                        }
+                                        let ch = if s.len() == 1 { s.as_bytes()[0] } else { 0 };
+                                        match key {
+                                            Key::Ph => ev.ph = ch,
+                                            Key::S => ev.s = ch,
+                                            _ => ev.bp = ch,
+                                        }
+                                    }
+                                },
+                            }
                         }
-                        Key::Args => ARGS.with_borrow_mut(|out| {
-                            map.next_value_seed(ArgsSeed {
-                                out,
-                                flags: &mut ev.args_flags,
-                                deep: &mut ev.deep,
-                            })
-                        })?,
-                        _ => Val::Raw(map.next_value::<&'de RawValue>()?),
-                    };
-                    ev.members.push((key, v));
+                        Key::Args => {
+                            // read once by serde_json as raw text, then compacted (or only
+                            // checked for depth) in one pass however deep it is
+                            let raw = map.next_value::<&'de RawValue>()?.get();
+                            ev.mark(F_ARGS);
+                            if raw.starts_with('{') {
+                                ev.args_kept = true;
+                                ARGS.with_borrow_mut(|out| {
+                                    out.clear();
+                                    match walk(raw, 1, Some(out)) {
+                                        Ok(f) if f & (W_UESC | W_EXP | W_LONG) != 0 => {
+                                            ev.fl |= SLOW
+                                        }
+                                        Ok(_) => {}
+                                        Err(()) => ev.deep = true,
+                                    }
+                                });
+                            } else {
+                                ev.fl |= SLOW;
+                                if raw.starts_with('[') && walk(raw, 1, None).is_err() {
+                                    ev.deep = true;
+                                }
+                            }
+                        }
+                        _ => {
+                            let raw = map.next_value::<&'de RawValue>()?.get();
+                            let first = raw.as_bytes().first().copied().unwrap_or(0);
+                            let is_number = first == b'-' || first.is_ascii_digit();
+                            match key {
+                                Key::Ts | Key::Dur | Key::Pid | Key::Tid | Key::Id if is_number => {
+                                    let (f, got) = match key {
+                                        Key::Ts => (F_TS, us_to_ns(raw).inspect(|&x| ev.ts = x)),
+                                        Key::Dur => (F_DUR, us_to_ns(raw).inspect(|&x| ev.dur = x)),
+                                        Key::Pid => {
+                                            (F_PID, small_int(raw).inspect(|&x| ev.pid = x))
+                                        }
+                                        Key::Tid => {
+                                            (F_TID, small_int(raw).inspect(|&x| ev.tid = x))
+                                        }
+                                        _ => (F_ID, small_int(raw).inspect(|&x| ev.id = x)),
+                                    };
+                                    if got.is_none() {
+                                        ev.fl |= SLOW;
+                                    }
+                                    ev.mark(f);
+                                    continue;
+                                }
+                                Key::Other => {}
+                                _ => ev.fl |= SLOW, // a known key with a value of another type, or a rare one
+                            }
+                            // a value not kept: only its depth matters
+                            if (first == b'{' || first == b'[')
+                                && ev.deep_other_at.is_none()
+                                && walk(raw, 1, None).is_err()
+                            {
+                                ev.deep_other_at = Some(ev.strs.len());
+                            }
+                        }
+                    }
                 }
                 Ok(ev)
             }
@@ -441,41 +476,31 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
     }
 }
 
-/// Whether a string token (validated by serde_json) holds a `\u` escape.
-fn has_u_escape(raw: &str) -> bool {
-    if !raw.contains('\\') {
-        return false; // (a memchr: most strings have no escape at all)
-    }
-    let mut it = raw.bytes();
-    while let Some(c) = it.next() {
-        if c == b'\\' && it.next() == Some(b'u') {
-            return true;
-        }
-    }
-    false
-}
-
 /// A number token of µs → exact ns: integers and up to 3 decimals, below ±MAX_US; anything else
 /// (an exponent, more decimals, 17+ integer digits) is None.
 fn us_to_ns(raw: &str) -> Option<i64> {
-    let (neg, t) = match raw.strip_prefix('-') {
-        Some(t) => (true, t),
-        None => (false, raw),
+    let b = raw.as_bytes();
+    let (neg, b) = match b.split_first() {
+        Some((b'-', t)) => (true, t),
+        _ => (false, b),
     };
-    let (ip, fp) = t.split_once('.').unwrap_or((t, ""));
-    if ip.is_empty()
-        || ip.len() > 16
-        || fp.len() > 3
-        || !ip.bytes().all(|c| c.is_ascii_digit())
-        || !fp.bytes().all(|c| c.is_ascii_digit())
-    {
+    let ip = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if ip == 0 || ip > 16 {
         return None;
     }
-    let v: i64 = ip.parse().ok()?;
+    let v = digits(&b[..ip]);
     if v >= MAX_US {
         return None;
     }
-    let mut frac: i64 = if fp.is_empty() { 0 } else { fp.parse().ok()? };
+    let fp = match b[ip..].split_first() {
+        None => &b[ip..],
+        Some((b'.', f)) => f,
+        Some(_) => return None,
+    };
+    if fp.len() > 3 || !fp.iter().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let mut frac = digits(fp);
     for _ in fp.len()..3 {
         frac *= 10;
     }
@@ -483,144 +508,114 @@ fn us_to_ns(raw: &str) -> Option<i64> {
     Some(if neg { -ns } else { ns })
 }
 
+/// The value of at most 18 ASCII digits (the caller has checked them).
+fn digits(d: &[u8]) -> i64 {
+    d.iter().fold(0i64, |v, &c| v * 10 + i64::from(c - b'0'))
+}
+
 /// A number token that is an integer of at most 18 digits.
 fn small_int(raw: &str) -> Option<i64> {
-    let digits = raw.strip_prefix('-').unwrap_or(raw);
-    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|c| c.is_ascii_digit()) {
+    let b = raw.as_bytes();
+    let (neg, d) = match b.split_first() {
+        Some((b'-', t)) => (true, t),
+        _ => (false, b),
+    };
+    if d.is_empty() || d.len() > 18 || !d.iter().all(|c| c.is_ascii_digit()) {
         return None;
     }
-    raw.parse().ok()
+    let v = digits(d);
+    Some(if neg { -v } else { v })
 }
 
 /// Walk a value serde_json has validated (`raw`, at nesting `level`, 1 for the outermost
 /// container): what it holds (`W_*` bits), and, with `out`, its text without whitespace between
 /// tokens appended there (each leaf token copied as it is).  Err: nested deeper than MAX_DEPTH.
-fn walk(raw: &str, level: u32, out: &mut Option<&mut Vec<u8>>) -> Result<u32, ()> {
-    match raw.as_bytes().first() {
-        Some(b'{') | Some(b'[') => {
-            if level > MAX_DEPTH {
-                return Err(());
+///
+/// One pass over the bytes, whatever the nesting (serde_json has already checked the text is
+/// JSON, so this only classifies: it steps over each string to its closing quote, noting a `\u`
+/// escape, and over each number token, noting an exponent or a length of 100+; it reads no
+/// value).  Whitespace outside strings is dropped, every other byte copied.
+fn walk(raw: &str, level: u32, out: Option<&mut Vec<u8>>) -> Result<u32, ()> {
+    match out {
+        Some(o) => {
+            let at = o.len();
+            o.reserve(raw.len()); // (the compacted text is never longer)
+            let r = walk_into::<true>(raw.as_bytes(), level, o);
+            if r.is_err() {
+                o.truncate(at);
             }
-            let mut w = Walker {
-                level,
-                out,
-                flags: 0,
-                deep: false,
-            };
-            let mut de = serde_json::Deserializer::from_str(raw);
-            let ok = Walk(&mut w).deserialize(&mut de).is_ok();
-            if !ok || w.deep {
-                return Err(());
-            }
-            Ok(w.flags)
+            r
         }
-        Some(b'"') => {
-            if let Some(o) = out {
-                o.extend_from_slice(raw.as_bytes());
-            }
-            Ok(if has_u_escape(raw) { W_UESC } else { 0 })
-        }
-        Some(_) => {
-            if let Some(o) = out {
-                o.extend_from_slice(raw.as_bytes());
-            }
-            let mut f = 0;
-            let b = raw.as_bytes();
-            if matches!(b.first(), Some(b'-') | Some(b'0'..=b'9')) {
-                if b.iter().any(|&c| c == b'e' || c == b'E') {
-                    f |= W_EXP;
+        None => walk_into::<false>(raw.as_bytes(), level, &mut Vec::new()),
+    }
+}
+
+/// walk's loop: with KEEP, the compacted text is appended to `out` (each run of bytes between
+/// whitespace copied at once).
+fn walk_into<const KEEP: bool>(b: &[u8], level: u32, out: &mut Vec<u8>) -> Result<u32, ()> {
+    let n = b.len();
+    let mut flags = 0u32;
+    let mut depth = 0u32; // containers open at `i`
+    let mut kept = 0usize; // the bytes from `kept` to `i` are still to be copied
+    let mut i = 0usize;
+    while i < n {
+        match b[i] {
+            b' ' | b'\n' | b'\r' | b'\t' => {
+                // between tokens: dropped
+                if KEEP {
+                    out.extend_from_slice(b.get(kept..i).unwrap_or_default());
                 }
-                if b.len() >= 100 {
-                    f |= W_LONG;
+                i = skip_ws_at(b, i + 1);
+                kept = i;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                if level + depth - 1 > MAX_DEPTH {
+                    return Err(());
+                }
+                i += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b'"' => {
+                // to the closing quote: a backslash escapes the byte after it
+                i += 1;
+                while i < n {
+                    match b[i] {
+                        b'"' => break,
+                        b'\\' => {
+                            if b.get(i + 1) == Some(&b'u') {
+                                flags |= W_UESC;
+                            }
+                            i += 2;
+                        }
+                        _ => i += 1,
+                    }
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let from = i;
+                i += 1;
+                while i < n && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                    if b[i] | 0x20 == b'e' {
+                        flags |= W_EXP;
+                    }
+                    i += 1;
+                }
+                if i - from >= 100 {
+                    flags |= W_LONG;
                 }
             }
-            Ok(f)
-        }
-        None => Err(()),
-    }
-}
-
-struct Walker<'a, 'o> {
-    level: u32,
-    out: &'a mut Option<&'o mut Vec<u8>>,
-    flags: u32,
-    deep: bool,
-}
-
-/// One container level: its members read by serde_json as raw text, each walked in turn.
-struct Walk<'w, 'a, 'o>(&'w mut Walker<'a, 'o>);
-
-impl<'de, 'w, 'a, 'o> de::DeserializeSeed<'de> for Walk<'w, 'a, 'o> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'w, 'a, 'o> Walk<'w, 'a, 'o> {
-    fn push(&mut self, c: u8) {
-        if let Some(o) = self.0.out.as_deref_mut() {
-            o.push(c);
+            _ => i += 1, // `,` `:` and the letters of true, false, null
         }
     }
-    fn child(&mut self, raw: &str) -> bool {
-        match walk(raw, self.0.level + 1, &mut *self.0.out) {
-            Ok(f) => {
-                self.0.flags |= f;
-                true
-            }
-            Err(()) => {
-                self.0.deep = true;
-                false
-            }
-        }
+    if KEEP {
+        out.extend_from_slice(b.get(kept..).unwrap_or_default());
     }
-}
-
-impl<'de, 'w, 'a, 'o> Visitor<'de> for Walk<'w, 'a, 'o> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object or array")
-    }
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-        self.push(b'{');
-        let mut first = true;
-        while let Some(k) = map.next_key::<&RawValue>()? {
-            let v: &RawValue = map.next_value()?;
-            if !first {
-                self.push(b',');
-            }
-            first = false;
-            let key = k.get();
-            if has_u_escape(key) {
-                self.0.flags |= W_UESC;
-            }
-            if let Some(o) = self.0.out.as_deref_mut() {
-                o.extend_from_slice(key.as_bytes());
-                o.push(b':');
-            }
-            if !self.child(v.get()) {
-                return Err(de::Error::custom("too deep"));
-            }
-        }
-        self.push(b'}');
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
-        self.push(b'[');
-        let mut first = true;
-        while let Some(v) = seq.next_element::<&RawValue>()? {
-            if !first {
-                self.push(b',');
-            }
-            first = false;
-            if !self.child(v.get()) {
-                return Err(de::Error::custom("too deep"));
-            }
-        }
-        self.push(b']');
-        Ok(())
-    }
+    Ok(flags)
 }
 
 fn is_ws(c: u8) -> bool {
@@ -683,91 +678,23 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
         return EventOutcome::Bad;
     }
     *end = i + stream.byte_offset();
-    let mut fl = if ev.escaped_key { SLOW } else { 0 };
     let (mut nm, mut ct) = (-1, -1);
-    let (mut ph, mut sc, mut bp) = (0u8, 0u8, 0u8);
-    let (mut ts, mut dur, mut pid, mut tid, mut id) = (0i64, 0i64, 0i64, 0i64, 0i64);
-    let mut args_kept = false;
-    for (key, v) in ev.members.iter() {
-        let key = *key;
-        match v {
-            Val::ArgsObject | Val::ArgsOther => {
-                if fl & F_ARGS != 0 {
-                    fl |= SLOW;
-                }
-                fl |= F_ARGS;
-                if matches!(v, Val::ArgsObject) {
-                    args_kept = true;
-                    if ev.args_flags & (W_UESC | W_EXP | W_LONG) != 0 {
-                        fl |= SLOW;
-                    }
-                } else {
-                    fl |= SLOW;
-                }
-            }
-            Val::Escaped | Val::NotStr => fl |= SLOW,
-            Val::Str(s) => match key {
-                Key::Name | Key::Cat => {
-                    let sid = intern(table, s);
-                    let f = if key == Key::Name { F_NAME } else { F_CAT };
-                    if fl & f != 0 {
-                        fl |= SLOW;
-                    }
-                    fl |= f;
-                    if key == Key::Name {
-                        nm = sid;
-                    } else {
-                        ct = sid;
-                    }
-                }
-                _ => {
-                    let f = match key {
-                        Key::Ph => F_PH,
-                        Key::S => F_S,
-                        _ => F_BP,
-                    };
-                    if fl & f != 0 || s.len() != 1 {
-                        fl |= SLOW;
-                    }
-                    fl |= f;
-                    let ch = if s.len() == 1 { s.as_bytes()[0] } else { 0 };
-                    match key {
-                        Key::Ph => ph = ch,
-                        Key::S => sc = ch,
-                        _ => bp = ch,
-                    }
-                }
-            },
-            Val::Raw(v) => {
-                let raw = v.get();
-                let first = raw.as_bytes().first().copied().unwrap_or(0);
-                let is_number = first == b'-' || first.is_ascii_digit();
-                match key {
-                    Key::Ts | Key::Dur | Key::Pid | Key::Tid | Key::Id if is_number => {
-                        let (f, got) = match key {
-                            Key::Ts => (F_TS, us_to_ns(raw).inspect(|&x| ts = x)),
-                            Key::Dur => (F_DUR, us_to_ns(raw).inspect(|&x| dur = x)),
-                            Key::Pid => (F_PID, small_int(raw).inspect(|&x| pid = x)),
-                            Key::Tid => (F_TID, small_int(raw).inspect(|&x| tid = x)),
-                            _ => (F_ID, small_int(raw).inspect(|&x| id = x)),
-                        };
-                        if got.is_none() || fl & f != 0 {
-                            fl |= SLOW;
-                        }
-                        fl |= f;
-                        continue;
-                    }
-                    Key::Other => {}
-                    _ => fl |= SLOW, // a known key with a value of another type, or a rare one
-                }
-                // a value not kept: only its depth matters
-                if (first == b'{' || first == b'[') && walk(raw, 1, &mut None).is_err() {
-                    return EventOutcome::Bad;
-                }
-            }
+    for (k, &(key, s)) in ev.strs.iter().enumerate() {
+        if ev.deep_other_at == Some(k) {
+            break;
+        }
+        let sid = intern(table, s);
+        if key == Key::Name {
+            nm = sid;
+        } else {
+            ct = sid;
         }
     }
-    if args_kept {
+    if ev.deep_other_at.is_some() {
+        return EventOutcome::Bad;
+    }
+    let fl = ev.fl;
+    if ev.args_kept {
         ARGS.with_borrow(|a| {
             if a.len() > 2 {
                 c.args.extend_from_slice(a); // (`{}`: no args)
@@ -777,16 +704,16 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
     c.start.push(i as i64);
     c.end.push(*end as i64);
     c.flags.push(fl);
-    c.ph.push(if fl & F_PH != 0 { ph } else { 0 });
+    c.ph.push(if fl & F_PH != 0 { ev.ph } else { 0 });
     c.name.push(nm);
     c.cat.push(ct);
-    c.ts.push(ts);
-    c.dur.push(dur);
-    c.pid.push(pid);
-    c.tid.push(tid);
-    c.id.push(id);
-    c.s.push(sc);
-    c.bp.push(bp);
+    c.ts.push(ev.ts);
+    c.dur.push(ev.dur);
+    c.pid.push(ev.pid);
+    c.tid.push(ev.tid);
+    c.id.push(ev.id);
+    c.s.push(ev.s);
+    c.bp.push(ev.bp);
     c.args_off.push(c.args.len() as i64);
     EventOutcome::Row
 }
@@ -1001,7 +928,7 @@ fn value_end(buf: &[u8], i: usize) -> i64 {
             if (first == b'-' || first.is_ascii_digit()) && end >= buf.len() {
                 return -1;
             }
-            if walk(raw, 1, &mut None).is_err() {
+            if walk(raw, 1, None).is_err() {
                 return -2;
             }
             end as i64
