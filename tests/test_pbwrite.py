@@ -290,6 +290,62 @@ def test_kernel_annotations_decode_to_the_python_reference(batch, intern_all):
         assert _plain(decode(got, names, strings)) == _plain_json(text), text
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_predicted_rows_are_the_bytes_of_the_full_read(data):
+    """Pass 2 checks a row against what the rows before it predict (rust/src/encode.rs ``Pred``: the
+    key order, each key's last value) before reading it.  Rows of a few shapes with values from small
+    pools (so keys and values repeat, and sometimes do not; a value may hold the text of a key that
+    follows, ``,"k":``) encoded in one call must give each row the bytes and the flag of the full read
+    of that row alone -- on one thread and on two."""
+    names = st.one_of(st.sampled_from(["a", "b", "id", "Input Dims"]), keys)
+    shapes = data.draw(st.lists(st.lists(names, min_size=1, max_size=5), min_size=1, max_size=3))
+    pools = {}
+    for k in {k for shape in shapes for k in shape}:
+        tricky = st.sampled_from([f',"{k2}":' for shape in shapes for k2 in shape] + [Num("1"), Num("12"), [1]])
+        pools[k] = data.draw(st.lists(st.one_of(values, tricky), min_size=1, max_size=3))
+    style = {**data.draw(styles()), "ws": data.draw(st.sampled_from(["", "", "", " "]))}
+    objs = [Obj([(k, data.draw(st.sampled_from(pools[k]))) for k in data.draw(st.sampled_from(shapes))])
+            for _ in range(data.draw(st.integers(1, 8)))]
+    texts = []
+    for obj in objs:
+        if any(_has_surrogate(x) for x in _strings_of(obj)):
+            style = {**style, "ascii": True}
+        texts.append(dump(obj, style).encode("utf-8"))
+    picks = np.array(data.draw(st.lists(st.integers(0, len(texts) - 1), min_size=1, max_size=24)), np.int64)
+    arr, off = _packed(texts)
+    table = enc.ArgsTable(True)
+    table.collect(arr, off)
+    count, _ = table.value_stats()
+    if data.draw(st.booleans()):
+        table.set_value_iids(np.arange(1, len(count) + 1))
+    alone = []
+    for r in range(len(texts)):
+        out, o, flags = table.encode_args(arr, off, np.array([r], np.int64))
+        alone.append((bytes(out[o[0]:o[1]]), int(flags[0])))
+    for parallel_rows in (1 << 40, 2):
+        out, o, flags = table.encode_args(arr, off, picks, parallel_rows=parallel_rows)
+        for j, r in enumerate(picks.tolist()):
+            assert (bytes(out[o[j]:o[j + 1]]), int(flags[j])) == alone[r], (j, texts[r])
+
+
+def test_predictions_do_not_hide_a_repeated_key():
+    """Rows ``a,b`` and ``b,a`` in turn: the predictions follow the last row read whole (they are
+    learnt only from rows read whole, each with distinct keys, so they never form a cycle); the row
+    ``a,b,a`` goes to Python (which keeps the last value), a value holding ``,"b":`` is read as
+    one value, and every row gets the bytes of its full read."""
+    texts = [b'{"a":1,"b":2}', b'{"b":2,"a":1}', b'{"a":1,"b":2,"a":3}', b'{"a":1,"b":2,"c":"x,\\"b\\":"}']
+    arr, off = _packed(texts)
+    table = enc.ArgsTable(True)
+    table.collect(arr, off)
+    picks = np.array([0, 1, 0, 1, 2, 3, 0, 2], np.int64)
+    out, o, flags = table.encode_args(arr, off, picks)
+    assert flags.tolist() == [0, 0, 0, 0, 1, 0, 0, 1]
+    for j, r in enumerate(picks.tolist()):
+        a_out, a_o, _ = table.encode_args(arr, off, np.array([r], np.int64))
+        assert bytes(out[o[j]:o[j + 1]]) == bytes(a_out[a_o[0]:a_o[1]])
+
+
 def _strings_of(v):
     if isinstance(v, Obj):
         for k, x in v.pairs:

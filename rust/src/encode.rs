@@ -30,6 +30,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 
@@ -251,6 +252,9 @@ struct Table {
     counts: Vec<i64>,
     value_iids: Vec<u64>,
     strings: bool,
+    /// per key entry, the bytes `"key":` as compact JSON writes it (empty when the key has a
+    /// character JSON escapes): what pass 2 checks the input against, see [`Pred`]
+    quoted: Vec<Box<[u8]>>,
 }
 
 // ---- pass 1: a serde visitor that records keys and counts string values, in document order
@@ -339,6 +343,11 @@ impl Table {
             let _ = Collect { t: self }.deserialize(&mut de);
         }
         self.value_iids.resize(self.counts.len(), 0);
+        for k in &self.keys.order[self.quoted.len()..] {
+            // a key with no character JSON escapes is written `"key":` (the bytes are its text)
+            let plain = k.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\');
+            self.quoted.push(if plain { [&b"\""[..], k, b"\":"].concat().into() } else { Box::default() });
+        }
         Ok(())
     }
 }
@@ -363,6 +372,8 @@ struct Ann<'a> {
     out: &'a mut Vec<u8>,
     depth: usize,
     in_list: bool,
+    /// the row's object (depth 0) leaves its keys' entries here, in order
+    top: Option<&'a mut Vec<u32>>,
 }
 
 impl<'de> DeserializeSeed<'de> for Ann<'_> {
@@ -443,8 +454,8 @@ impl<'de> Visitor<'de> for Ann<'_> {
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
-        let Ann { t, out, depth, in_list } = self;
-        let mut seen: Vec<u32> = Vec::new();
+        let Ann { t, out, depth, in_list, top } = self;
+        let mut seen: SmallVec<[u32; 16]> = SmallVec::new();
         while let Some(e) = m.next_key_seed(KeyIid(&t.keys))? {
             if seen.is_empty() && depth > 0 && depth >= MAX_DEPTH {
                 return Err(leave("too deep"));
@@ -456,23 +467,27 @@ impl<'de> Visitor<'de> for Ann<'_> {
             let at = open(if depth == 0 { E_ANN } else { A_DICT }, out);
             encode_key(A_NAME_IID, WireType::Varint, out);
             encode_varint(e as u64 + 1, out);
-            m.next_value_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: false })?;
+            m.next_value_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: false, top: None })?;
             close(at, out);
         }
         if seen.is_empty() && in_list {
             out.extend_from_slice(&EMPTY_IN_LIST);
         }
+        if let Some(top) = top {
+            top.clear();
+            top.extend_from_slice(&seen);
+        }
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
-        let Ann { t, out, depth, in_list } = self;
+        let Ann { t, out, depth, in_list, .. } = self;
         if depth == 0 {
             return Err(leave("not an object"));
         }
         let mut n = 0usize;
         loop {
             let at = open(A_ARRAY, out);
-            match s.next_element_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: true })? {
+            match s.next_element_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: true, top: None })? {
                 None => {
                     out.truncate(at - key_len(A_ARRAY));
                     break;
@@ -495,35 +510,187 @@ impl<'de> Visitor<'de> for Ann<'_> {
 struct Row<'a> {
     t: &'a Table,
     out: &'a mut Vec<u8>,
+    keys: &'a mut Vec<u32>,
 }
 
 impl<'de> DeserializeSeed<'de> for Row<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(Ann { t: self.t, out: self.out, depth: 0, in_list: false })
+        d.deserialize_map(Ann { t: self.t, out: self.out, depth: 0, in_list: false, top: Some(self.keys) })
     }
 }
 
 /// Appends the annotations of `row` to `out`; false (and `out` as it was) when the row is left to
-/// the Python encoder.
-fn encode_row(t: &Table, row: &[u8], out: &mut Vec<u8>) -> bool {
+/// the Python encoder.  A row of a shape seen before takes [`predicted_row`]; any other, or one
+/// that does not go as predicted, is read by serde_json whole (and teaches the predictions).
+fn encode_row(t: &Table, p: &mut Pred, row: &[u8], out: &mut Vec<u8>) -> bool {
     if row.is_empty() {
         return true;
     }
     let start = out.len();
+    if predicted_row(t, p, row, out) {
+        return true;
+    }
+    out.truncate(start);
     let mut de = serde_json::Deserializer::from_slice(row);
-    let ok = Row { t, out: &mut *out }.deserialize(&mut de).is_ok() && de.end().is_ok();
-    if !ok {
+    let mut keys = std::mem::take(&mut p.keys);
+    let ok = Row { t, out: &mut *out, keys: &mut keys }.deserialize(&mut de).is_ok() && de.end().is_ok();
+    if ok {
+        p.learn(t, &keys);
+    } else {
         out.truncate(start);
     }
+    p.keys = keys;
     ok
+}
+
+const NONE: u32 = u32::MAX;
+const END: u32 = u32::MAX - 1;
+/// First keys remembered (rows of a few shapes interleave: an op, its launch, its kernel).
+const FIRSTS: usize = 8;
+/// Values longer than this are not remembered.
+const MAX_REMEMBERED: usize = 256;
+
+/// Pass 2's predictions, learnt from the rows before (what made numba's encoder fast): rows of one
+/// source repeat their keys in one order, and many values under a key repeat too.  Per key entry:
+/// the key that followed it (or the row's end), and its last value's text with that value's
+/// encoded fields.  A row is then checked against them, byte for byte, instead of being read:
+/// `{`, a first key's `"key":`, the value (the remembered text followed by `,` or `}`, or else read
+/// by serde_json up to where the predicted next key's `,"key":` starts), and so on to the `}` that
+/// ends the row.  Whatever does not match sends the row to serde_json whole, so the bytes are
+/// those of the full read in every case (tests/test_pbwrite.py checks it under hypothesis).
+#[derive(Default)]
+pub struct Pred {
+    next: Vec<u32>,
+    raw: Vec<Vec<u8>>,
+    enc: Vec<Vec<u8>>,
+    firsts: SmallVec<[u32; FIRSTS]>,
+    turn: usize,
+    keys: Vec<u32>,
+    seen: SmallVec<[u32; 32]>,
+}
+
+impl Pred {
+    fn grow(&mut self, e: usize) {
+        if e >= self.next.len() {
+            self.next.resize(e + 1, NONE);
+            self.raw.resize_with(e + 1, Vec::new);
+            self.enc.resize_with(e + 1, Vec::new);
+        }
+    }
+
+    /// The key order of a row read whole.
+    fn learn(&mut self, t: &Table, keys: &[u32]) {
+        let plain = |e: u32| t.quoted.get(e as usize).is_some_and(|q| !q.is_empty());
+        let Some(&first) = keys.first() else { return };
+        if plain(first) && !self.firsts.contains(&first) {
+            if self.firsts.len() < FIRSTS {
+                self.firsts.push(first);
+            } else {
+                self.firsts[self.turn % FIRSTS] = first;
+                self.turn += 1;
+            }
+        }
+        for (j, &e) in keys.iter().enumerate() {
+            self.grow(e as usize);
+            self.next[e as usize] = match keys.get(j + 1) {
+                Some(&n) if plain(n) => n,
+                Some(_) => NONE,
+                None => END,
+            };
+        }
+    }
+}
+
+/// Where the value that starts at `pos` ends if the key `next` follows it: the first `,"next":`
+/// (or the row's closing `}` when it is the last); serde_json then reads exactly `row[pos..end]` as
+/// one value or the row is read whole.  (A complete JSON value followed by `,` or `}` is where
+/// any JSON parser starting at `pos` stops, so a wrong split can only fail, never mislead.)
+#[inline]
+fn value_end(t: &Table, row: &[u8], pos: usize, next: u32) -> Option<usize> {
+    match next {
+        NONE => None,
+        END => Some(row.len() - 1),
+        n => {
+            let q = &t.quoted[n as usize];
+            let mut i = pos;
+            while let Some(c) = row[i..].iter().position(|&b| b == b',') {
+                let c = i + c;
+                if row[c + 1..].starts_with(q) {
+                    return Some(c);
+                }
+                i = c + 1;
+            }
+            None
+        }
+    }
+}
+
+/// A row as predicted (see [`Pred`]): true with its annotations appended to `out`, false (`out`
+/// to be truncated by the caller) when anything is not as predicted.
+fn predicted_row(t: &Table, p: &mut Pred, row: &[u8], out: &mut Vec<u8>) -> bool {
+    let n = row.len();
+    if n < 2 || row[0] != b'{' || row[n - 1] != b'}' {
+        return false;
+    }
+    let Some(mut k) = p.firsts.iter().copied().find(|&e| row[1..].starts_with(&t.quoted[e as usize])) else {
+        return false;
+    };
+    let mut pos = 1;
+    p.seen.clear();
+    loop {
+        let e = k as usize;
+        if p.seen.len() >= MAX_KEYS || p.seen.contains(&k) {
+            return false; // a repeated key: Python keeps the last value
+        }
+        p.seen.push(k);
+        p.grow(e);
+        pos += t.quoted[e].len();
+        let at = open(E_ANN, out);
+        encode_key(A_NAME_IID, WireType::Varint, out);
+        encode_varint(e as u64 + 1, out);
+        let next = p.next[e];
+        let raw = &p.raw[e];
+        let end = if !raw.is_empty()
+            && row[pos..].starts_with(raw)
+            && matches!(row.get(pos + raw.len()), Some(b',' | b'}'))
+        {
+            out.extend_from_slice(&p.enc[e]);
+            pos + raw.len()
+        } else {
+            let Some(end) = value_end(t, row, pos, next) else { return false };
+            let v0 = out.len();
+            let mut de = serde_json::Deserializer::from_slice(&row[pos..end]);
+            let ann = Ann { t, out: &mut *out, depth: 1, in_list: false, top: None };
+            if ann.deserialize(&mut de).is_err() || de.end().is_err() {
+                return false;
+            }
+            if end - pos <= MAX_REMEMBERED {
+                p.raw[e].clear();
+                p.raw[e].extend_from_slice(&row[pos..end]);
+                p.enc[e].clear();
+                p.enc[e].extend_from_slice(&out[v0..]);
+            }
+            end
+        };
+        close(at, out);
+        if row[end] == b'}' {
+            return end == n - 1;
+        }
+        // row[end] is ','
+        if next == NONE || next == END || !row[end + 1..].starts_with(&t.quoted[next as usize]) {
+            return false;
+        }
+        pos = end + 1;
+        k = next;
+    }
 }
 
 /// Annotations of rows: (bytes, end offset of each row's, flags: 1 = left to Python).
 type Encoded = (Vec<u8>, Vec<i64>, Vec<u8>);
 
 /// The annotations of `rows`.
-fn encode_rows(t: &Table, data: &[u8], off: &[i64], rows: &[i64]) -> Result<Encoded, String> {
+fn encode_rows(t: &Table, p: &mut Pred, data: &[u8], off: &[i64], rows: &[i64]) -> Result<Encoded, String> {
     let mut size = 0usize;
     for &r in rows {
         if r < 0 || r as usize + 1 >= off.len() {
@@ -536,7 +703,7 @@ fn encode_rows(t: &Table, data: &[u8], off: &[i64], rows: &[i64]) -> Result<Enco
     let mut flags = vec![0u8; rows.len()];
     for (j, &r) in rows.iter().enumerate() {
         let row = row_bytes(data, off, r as usize)?;
-        if !encode_row(t, row, &mut out) {
+        if !encode_row(t, p, row, &mut out) {
             flags[j] = 1;
         }
         ends.push(out.len() as i64);
@@ -551,12 +718,14 @@ fn encode_rows_par(
     off: &[i64],
     rows: &[i64],
     parallel_rows: usize,
+    preds: &mut [Pred; 2],
 ) -> Result<Encoded, String> {
+    let [p0, p1] = preds;
     if rows.len() < parallel_rows.max(2) || rayon::current_num_threads() < 2 {
-        return encode_rows(t, data, off, rows);
+        return encode_rows(t, p0, data, off, rows);
     }
     let (a, b) = rows.split_at(rows.len() / 2);
-    let (ra, rb) = rayon::join(|| encode_rows(t, data, off, a), || encode_rows(t, data, off, b));
+    let (ra, rb) = rayon::join(|| encode_rows(t, p0, data, off, a), || encode_rows(t, p1, data, off, b));
     let (mut out, mut ends, mut flags) = ra?;
     let (out_b, ends_b, flags_b) = rb?;
     let base = out.len() as i64;
@@ -676,7 +845,7 @@ impl ArgsTable {
         let (data, off, rows) = (column(&data), column(&off), column(&rows));
         let t = &self.t;
         let (out, ends, flags) = py
-            .detach(|| encode_rows_par(t, &data, &off, &rows, parallel_rows))
+            .detach(|| encode_rows_par(t, &data, &off, &rows, parallel_rows, &mut Default::default()))
             .map_err(PyValueError::new_err)?;
         Ok((out.into_pyarray(py), offsets(&ends).into_pyarray(py), flags.into_pyarray(py)))
     }
@@ -718,6 +887,9 @@ pub struct EventEncoder {
     last: i64,
     #[pyo3(get, set)]
     parallel_rows: usize,
+    /// the predictions of pass 2 (one set per thread), kept from step to step
+    preds_s: [Pred; 2],
+    preds_i: [Pred; 2],
 }
 
 type Cols = (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>);
@@ -819,7 +991,7 @@ impl EventEncoder {
         let uuids = column(&uuids).iter().map(|&u| u as u64).collect();
         EventEncoder {
             table, codes, seq_id, flags, uuids, s: slices, i: instants, c: counters, fo: flows_out, fi: flows_in,
-            last, parallel_rows,
+            last, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
         }
     }
 
@@ -856,9 +1028,11 @@ impl EventEncoder {
         let table = self.table.borrow(py);
         let t = &table.t;
         let par = self.parallel_rows;
+        let (ps, pi) = (&mut self.preds_s, &mut self.preds_i);
         let ((sa, se, sf), (ia, ie, if_)) = py
             .detach(|| {
-                Ok::<_, String>((encode_rows_par(t, sd, so, &rows_s, par)?, encode_rows_par(t, id, io, &rows_i, par)?))
+                Ok::<_, String>((encode_rows_par(t, sd, so, &rows_s, par, ps)?,
+                                 encode_rows_par(t, id, io, &rows_i, par, pi)?))
             })
             .map_err(PyValueError::new_err)?;
         // the rows left to the Python encoder
