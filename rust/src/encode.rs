@@ -12,7 +12,10 @@
 //!   (an annotation name, by first appearance) and counts every string value, so that the interned
 //!   data can be written before the first event; [`ArgsTable::encode_args`] (pass 2) reads a step's
 //!   rows again with serde_json -- straight from its deserializer into protobuf bytes, no value tree --
-//!   into repeated `TrackEvent.debug_annotations`.  The value mapping is the writer's Python reference
+//!   into repeated `TrackEvent.debug_annotations`.  Both passes first check a row against the shapes
+//!   of the rows before it ([`Pred`]: keys in the same order, compared byte for byte; a value the same
+//!   text as last time under that key is not read again; only a value that differs is read by
+//!   serde_json), and read it whole when it is not as predicted: the same results either way.  The value mapping is the writer's Python reference
 //!   `value_fields` on what orjson makes of the text (see the module docstring of
 //!   `traceconv.writers.perfetto`); serde_json's `float_roundtrip` gives every double exactly as
 //!   Python's `float(text)`.  The rows it leaves to the Python encoder are flagged: a key repeated in
@@ -252,6 +255,10 @@ struct Table {
     counts: Vec<i64>,
     value_iids: Vec<u64>,
     strings: bool,
+    /// whether rows are checked against predictions before being read whole (the tests compare)
+    predict: bool,
+    /// pass 1's predictions
+    pred: Pred,
     /// per key entry, the bytes `"key":` as compact JSON writes it (empty when the key has a
     /// character JSON escapes): what pass 2 checks the input against, see [`Pred`]
     quoted: Vec<Box<[u8]>>,
@@ -261,6 +268,10 @@ struct Table {
 
 struct Collect<'a> {
     t: &'a mut Table,
+    /// the string values' entries go here, to be counted once the row is read (else: counted now)
+    found: Option<&'a mut Vec<u32>>,
+    /// the row's object leaves its keys' entries here, in order
+    top: Option<&'a mut Vec<u32>>,
 }
 
 impl<'de> DeserializeSeed<'de> for Collect<'_> {
@@ -315,18 +326,29 @@ impl<'de> Visitor<'de> for Collect<'_> {
             if e == self.t.counts.len() {
                 self.t.counts.push(0);
             }
-            self.t.counts[e] += 1;
+            match self.found {
+                Some(found) => found.push(e as u32),
+                None => self.t.counts[e] += 1,
+            }
         }
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
-        while m.next_key_seed(KeyOf(&mut self.t.keys))?.is_some() {
-            m.next_value_seed(Collect { t: &mut *self.t })?;
+        let Collect { t, mut found, mut top } = self;
+        if let Some(top) = top.as_deref_mut() {
+            top.clear();
+        }
+        while let Some(e) = m.next_key_seed(KeyOf(&mut t.keys))? {
+            if let Some(top) = top.as_deref_mut() {
+                top.push(e);
+            }
+            m.next_value_seed(Collect { t: &mut *t, found: found.as_deref_mut(), top: None })?;
         }
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
-        while s.next_element_seed(Collect { t: &mut *self.t })?.is_some() {}
+        let Collect { t, mut found, .. } = self;
+        while s.next_element_seed(Collect { t: &mut *t, found: found.as_deref_mut(), top: None })?.is_some() {}
         Ok(())
     }
 }
@@ -338,17 +360,101 @@ impl Table {
             if row.is_empty() {
                 continue;
             }
+            if self.predict && self.collect_predicted(row) {
+                continue;
+            }
             let mut de = serde_json::Deserializer::from_slice(row);
             // a row serde_json refuses keeps what it found before (pass 2 leaves it to Python)
-            let _ = Collect { t: self }.deserialize(&mut de);
+            let mut keys = std::mem::take(&mut self.pred.keys);
+            keys.clear();
+            let ok = Collect { t: self, found: None, top: Some(&mut keys) }.deserialize(&mut de).is_ok();
+            if ok && de.end().is_ok() {
+                self.quote_new();
+                let mut pred = std::mem::take(&mut self.pred);
+                pred.learn(self, &keys);
+                self.pred = pred;
+            }
+            self.pred.keys = keys;
         }
         self.value_iids.resize(self.counts.len(), 0);
+        self.quote_new();
+        Ok(())
+    }
+
+    /// The `"key":` bytes of the keys added since the last call.
+    fn quote_new(&mut self) {
         for k in &self.keys.order[self.quoted.len()..] {
             // a key with no character JSON escapes is written `"key":` (the bytes are its text)
             let plain = k.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\');
             self.quoted.push(if plain { [&b"\""[..], k, b"\":"].concat().into() } else { Box::default() });
         }
-        Ok(())
+    }
+
+    /// Pass 1 of a row as predicted (see [`Pred`]: the same walk as pass 2's): true once its keys
+    /// and string values are recorded -- the same entries in the same order, the same counts as
+    /// the full read --, false (nothing counted) when it is not as any shape predicts.
+    fn collect_predicted(&mut self, row: &[u8]) -> bool {
+        let mut p = std::mem::take(&mut self.pred);
+        let mut found = std::mem::take(&mut p.found);
+        let mut ok = false;
+        for j in candidates(self, &p, row) {
+            found.clear();
+            if self.walk_predicted(&mut p.shapes[j], row, &mut found) {
+                ok = true;
+                break;
+            }
+        }
+        if ok {
+            for &e in &found {
+                self.counts[e as usize] += 1;
+            }
+        }
+        p.found = found;
+        self.pred = p;
+        ok
+    }
+
+    fn walk_predicted(&mut self, s: &mut Shape, row: &[u8], found: &mut Vec<u32>) -> bool {
+        let n = row.len();
+        let mut pos = 1;
+        for i in 0..s.keys.len() {
+            let q = &self.quoted[s.keys[i] as usize];
+            if !row[pos..].starts_with(q) {
+                return false;
+            }
+            pos += q.len();
+            let raw = &s.raw[i];
+            let end = if !raw.is_empty()
+                && row[pos..].starts_with(raw)
+                && matches!(row.get(pos + raw.len()), Some(b',' | b'}'))
+            {
+                found.extend_from_slice(&s.strs[i]);
+                pos + raw.len()
+            } else {
+                let Some(end) = value_end(self, row, pos, s.keys.get(i + 1).copied()) else { return false };
+                let f0 = found.len();
+                let mut de = serde_json::Deserializer::from_slice(&row[pos..end]);
+                let c = Collect { t: &mut *self, found: Some(&mut *found), top: None };
+                if c.deserialize(&mut de).is_err() || de.end().is_err() {
+                    return false;
+                }
+                if end - pos <= MAX_REMEMBERED {
+                    s.raw[i].clear();
+                    s.raw[i].extend_from_slice(&row[pos..end]);
+                    s.strs[i].clear();
+                    s.strs[i].extend_from_slice(&found[f0..]);
+                }
+                end
+            };
+            if i + 1 == s.keys.len() {
+                return end == n - 1;
+            }
+            if row[end] != b',' {
+                return false;
+            }
+            pos = end + 1;
+        }
+        false
     }
 }
 
@@ -528,7 +634,7 @@ fn encode_row(t: &Table, p: &mut Pred, row: &[u8], out: &mut Vec<u8>) -> bool {
         return true;
     }
     let start = out.len();
-    if predicted_row(t, p, row, out) {
+    if t.predict && predicted_row(t, p, row, out) {
         return true;
     }
     out.truncate(start);
@@ -544,121 +650,135 @@ fn encode_row(t: &Table, p: &mut Pred, row: &[u8], out: &mut Vec<u8>) -> bool {
     ok
 }
 
-const NONE: u32 = u32::MAX;
-const END: u32 = u32::MAX - 1;
-/// First keys remembered (rows of a few shapes interleave: an op, its launch, its kernel).
-const FIRSTS: usize = 8;
+/// Row shapes remembered (rows of a few shapes interleave: an op, its launch, its kernel, ...).
+const SHAPES: usize = 16;
+/// Shapes tried for one row (those that start with its first key).
+const TRIES: usize = 4;
 /// Values longer than this are not remembered.
 const MAX_REMEMBERED: usize = 256;
 
-/// Pass 2's predictions, learnt from the rows before (what made numba's encoder fast): rows of one
-/// source repeat their keys in one order, and many values under a key repeat too.  Per key entry:
-/// the key that followed it (or the row's end), and its last value's text with that value's
-/// encoded fields.  A row is then checked against them, byte for byte, instead of being read:
-/// `{`, a first key's `"key":`, the value (the remembered text followed by `,` or `}`, or else read
-/// by serde_json up to where the predicted next key's `,"key":` starts), and so on to the `}` that
-/// ends the row.  Whatever does not match sends the row to serde_json whole, so the bytes are
-/// those of the full read in every case (tests/test_pbwrite.py checks it under hypothesis).
+/// A row shape: its keys' entries in order, and per key the last value's text, with that value's
+/// encoded fields (pass 2) or its string values' entries (pass 1).
 #[derive(Default)]
-pub struct Pred {
-    next: Vec<u32>,
+struct Shape {
+    keys: Vec<u32>,
     raw: Vec<Vec<u8>>,
     enc: Vec<Vec<u8>>,
-    firsts: SmallVec<[u32; FIRSTS]>,
+    strs: Vec<Vec<u32>>,
+}
+
+/// The predictions of a pass, learnt from the rows before (what made numba's encoder fast): rows
+/// of one source come in a few shapes -- the same keys in the same order --, and many values under
+/// a key repeat.  A row is checked against a shape that starts with its first key, byte for byte,
+/// instead of being read: `{`, each key's `"key":`, its value (the text it had last time followed
+/// by `,` or `}`, or else read by serde_json up to where the next key's `,"key":` starts), and so
+/// on to the `}` that ends the row.  Whatever does not match sends the row to serde_json whole (which
+/// teaches a new shape), so the results are those of the full read in every case
+/// (tests/test_pbwrite.py compares, under hypothesis).  Shapes are learnt only from rows read whole
+/// with no key repeated (pass 2 leaves those to Python), so a predicted row never repeats a key.
+#[derive(Default)]
+pub struct Pred {
+    shapes: Vec<Shape>,
     turn: usize,
     keys: Vec<u32>,
-    seen: SmallVec<[u32; 32]>,
+    found: Vec<u32>,
 }
 
 impl Pred {
-    fn grow(&mut self, e: usize) {
-        if e >= self.next.len() {
-            self.next.resize(e + 1, NONE);
-            self.raw.resize_with(e + 1, Vec::new);
-            self.enc.resize_with(e + 1, Vec::new);
-        }
-    }
-
-    /// The key order of a row read whole.
+    /// The key order of a row read whole: a new shape unless known (or it has a key JSON escapes).
     fn learn(&mut self, t: &Table, keys: &[u32]) {
-        let plain = |e: u32| t.quoted.get(e as usize).is_some_and(|q| !q.is_empty());
-        let Some(&first) = keys.first() else { return };
-        if plain(first) && !self.firsts.contains(&first) {
-            if self.firsts.len() < FIRSTS {
-                self.firsts.push(first);
-            } else {
-                self.firsts[self.turn % FIRSTS] = first;
-                self.turn += 1;
-            }
+        if keys.is_empty()
+            || !keys.iter().all(|&e| t.quoted.get(e as usize).is_some_and(|q| !q.is_empty()))
+            || self.shapes.iter().any(|s| s.keys == keys)
+        {
+            return;
         }
-        for (j, &e) in keys.iter().enumerate() {
-            self.grow(e as usize);
-            self.next[e as usize] = match keys.get(j + 1) {
-                Some(&n) if plain(n) => n,
-                Some(_) => NONE,
-                None => END,
-            };
+        let n = keys.len();
+        let shape = Shape {
+            keys: keys.to_vec(),
+            raw: vec![Vec::new(); n],
+            enc: vec![Vec::new(); n],
+            strs: vec![Vec::new(); n],
+        };
+        if self.shapes.len() < SHAPES {
+            self.shapes.push(shape);
+        } else {
+            self.shapes[self.turn % SHAPES] = shape;
+            self.turn += 1;
         }
     }
 }
 
-/// Where the value that starts at `pos` ends if the key `next` follows it: the first `,"next":`
-/// (or the row's closing `}` when it is the last); serde_json then reads exactly `row[pos..end]` as
-/// one value or the row is read whole.  (A complete JSON value followed by `,` or `}` is where
+/// Where the value that starts at `pos` ends if the key `next` follows it (None: it is the last):
+/// the first `,"next":` (or the row's closing `}`); serde_json then reads exactly `row[pos..end]`
+/// as one value or the row is read whole.  (A complete JSON value followed by `,` or `}` is where
 /// any JSON parser starting at `pos` stops, so a wrong split can only fail, never mislead.)
 #[inline]
-fn value_end(t: &Table, row: &[u8], pos: usize, next: u32) -> Option<usize> {
-    match next {
-        NONE => None,
-        END => Some(row.len() - 1),
-        n => {
-            let q = &t.quoted[n as usize];
-            let mut i = pos;
-            while let Some(c) = row[i..].iter().position(|&b| b == b',') {
-                let c = i + c;
-                if row[c + 1..].starts_with(q) {
-                    return Some(c);
-                }
-                i = c + 1;
-            }
-            None
+fn value_end(t: &Table, row: &[u8], pos: usize, next: Option<u32>) -> Option<usize> {
+    let Some(n) = next else { return Some(row.len() - 1) };
+    let q = &t.quoted[n as usize];
+    let mut i = pos;
+    while let Some(c) = row[i..].iter().position(|&b| b == b',') {
+        let c = i + c;
+        if row[c + 1..].starts_with(q) {
+            return Some(c);
         }
+        i = c + 1;
     }
+    None
+}
+
+/// The shapes (indices) a row may have: those whose first key starts it.
+#[inline]
+fn candidates(t: &Table, p: &Pred, row: &[u8]) -> SmallVec<[usize; TRIES]> {
+    let n = row.len();
+    if n < 2 || row[0] != b'{' || row[n - 1] != b'}' {
+        return SmallVec::new();
+    }
+    p.shapes
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| row[1..].starts_with(&t.quoted[s.keys[0] as usize]))
+        .map(|(j, _)| j)
+        .take(TRIES)
+        .collect()
 }
 
 /// A row as predicted (see [`Pred`]): true with its annotations appended to `out`, false (`out`
-/// to be truncated by the caller) when anything is not as predicted.
+/// as it was) when it is not as any shape predicts.
 fn predicted_row(t: &Table, p: &mut Pred, row: &[u8], out: &mut Vec<u8>) -> bool {
-    let n = row.len();
-    if n < 2 || row[0] != b'{' || row[n - 1] != b'}' {
-        return false;
-    }
-    let Some(mut k) = p.firsts.iter().copied().find(|&e| row[1..].starts_with(&t.quoted[e as usize])) else {
-        return false;
-    };
-    let mut pos = 1;
-    p.seen.clear();
-    loop {
-        let e = k as usize;
-        if p.seen.len() >= MAX_KEYS || p.seen.contains(&k) {
-            return false; // a repeated key: Python keeps the last value
+    let start = out.len();
+    for j in candidates(t, p, row) {
+        if row_as_shape(t, &mut p.shapes[j], row, out) {
+            return true;
         }
-        p.seen.push(k);
-        p.grow(e);
-        pos += t.quoted[e].len();
+        out.truncate(start);
+    }
+    false
+}
+
+fn row_as_shape(t: &Table, s: &mut Shape, row: &[u8], out: &mut Vec<u8>) -> bool {
+    let n = row.len();
+    let mut pos = 1;
+    for i in 0..s.keys.len() {
+        let e = s.keys[i];
+        let q = &t.quoted[e as usize];
+        if !row[pos..].starts_with(q) {
+            return false;
+        }
+        pos += q.len();
         let at = open(E_ANN, out);
         encode_key(A_NAME_IID, WireType::Varint, out);
         encode_varint(e as u64 + 1, out);
-        let next = p.next[e];
-        let raw = &p.raw[e];
+        let raw = &s.raw[i];
         let end = if !raw.is_empty()
             && row[pos..].starts_with(raw)
             && matches!(row.get(pos + raw.len()), Some(b',' | b'}'))
         {
-            out.extend_from_slice(&p.enc[e]);
+            out.extend_from_slice(&s.enc[i]);
             pos + raw.len()
         } else {
-            let Some(end) = value_end(t, row, pos, next) else { return false };
+            let Some(end) = value_end(t, row, pos, s.keys.get(i + 1).copied()) else { return false };
             let v0 = out.len();
             let mut de = serde_json::Deserializer::from_slice(&row[pos..end]);
             let ann = Ann { t, out: &mut *out, depth: 1, in_list: false, top: None };
@@ -666,24 +786,25 @@ fn predicted_row(t: &Table, p: &mut Pred, row: &[u8], out: &mut Vec<u8>) -> bool
                 return false;
             }
             if end - pos <= MAX_REMEMBERED {
-                p.raw[e].clear();
-                p.raw[e].extend_from_slice(&row[pos..end]);
-                p.enc[e].clear();
-                p.enc[e].extend_from_slice(&out[v0..]);
+                s.raw[i].clear();
+                s.raw[i].extend_from_slice(&row[pos..end]);
+                s.enc[i].clear();
+                s.enc[i].extend_from_slice(&out[v0..]);
             }
             end
         };
         close(at, out);
-        if row[end] == b'}' {
+        // the last key's value ends the row; another's is followed by `,` and the next key
+        let last = i + 1 == s.keys.len();
+        if last {
             return end == n - 1;
         }
-        // row[end] is ','
-        if next == NONE || next == END || !row[end + 1..].starts_with(&t.quoted[next as usize]) {
+        if row[end] != b',' {
             return false;
         }
         pos = end + 1;
-        k = next;
     }
+    false
 }
 
 /// Annotations of rows: (bytes, end offset of each row's, flags: 1 = left to Python).
@@ -742,12 +863,14 @@ fn offsets(ends: &[i64]) -> Vec<i64> {
     off
 }
 
-/// ArgsTable(strings: bool = True)
+/// ArgsTable(strings: bool = True, predict: bool = True)
 ///
 /// The keys and string values of a trace's args rows (pass 1, [`collect`]) and the encoder of a
 /// step's rows (pass 2, [`encode_args`]).  Keys get iids 1, 2, ... in order of first appearance;
 /// string values are counted, and written as `string_value_iid` once given an iid
-/// ([`set_value_iids`]).
+/// ([`set_value_iids`]).  With `predict` (the default) both passes check each row against what the
+/// rows before it predict before reading it whole (see [`Pred`]); without, every row is read whole:
+/// the same results, which the tests compare.
 #[pyclass(module = "traceconv._core.encode")]
 pub struct ArgsTable {
     t: Table,
@@ -770,9 +893,9 @@ fn packed<'py>(py: Python<'py>, iids: Vec<i64>, items: &[&[u8]]) -> Packed<'py> 
 #[pymethods]
 impl ArgsTable {
     #[new]
-    #[pyo3(signature = (strings = true))]
-    fn new(strings: bool) -> Self {
-        ArgsTable { t: Table { strings, ..Default::default() } }
+    #[pyo3(signature = (strings = true, predict = true))]
+    fn new(strings: bool, predict: bool) -> Self {
+        ArgsTable { t: Table { strings, predict, ..Default::default() } }
     }
 
     #[getter]
