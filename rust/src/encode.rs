@@ -419,13 +419,13 @@ impl Table {
         let mut pos = 1;
         for i in 0..s.keys.len() {
             let q = &self.quoted[s.keys[i] as usize];
-            if !row[pos..].starts_with(q) {
+            if !starts(&row[pos..], q) {
                 return false;
             }
             pos += q.len();
             let raw = &s.raw[i];
             let end = if !raw.is_empty()
-                && row[pos..].starts_with(raw)
+                && starts(&row[pos..], raw)
                 && matches!(row.get(pos + raw.len()), Some(b',' | b'}'))
             {
                 found.extend_from_slice(&s.strs[i]);
@@ -709,6 +709,13 @@ impl Pred {
     }
 }
 
+/// Whether `s` starts with `q`: a byte loop, which leaves at the first byte that differs (most
+/// often the first few) without a call to `memcmp` (10 % of the writer's time when it was one).
+#[inline]
+fn starts(s: &[u8], q: &[u8]) -> bool {
+    s.len() >= q.len() && s.iter().zip(q).all(|(a, b)| a == b)
+}
+
 /// Where the value that starts at `pos` ends if the key `next` follows it (None: it is the last):
 /// the first `,"next":` (or the row's closing `}`); serde_json then reads exactly `row[pos..end]`
 /// as one value or the row is read whole.  (A complete JSON value followed by `,` or `}` is where
@@ -720,7 +727,7 @@ fn value_end(t: &Table, row: &[u8], pos: usize, next: Option<u32>) -> Option<usi
     let mut i = pos;
     while let Some(c) = row[i..].iter().position(|&b| b == b',') {
         let c = i + c;
-        if row[c + 1..].starts_with(q) {
+        if starts(&row[c + 1..], q) {
             return Some(c);
         }
         i = c + 1;
@@ -738,7 +745,7 @@ fn candidates(t: &Table, p: &Pred, row: &[u8]) -> SmallVec<[usize; TRIES]> {
     p.shapes
         .iter()
         .enumerate()
-        .filter(|(_, s)| row[1..].starts_with(&t.quoted[s.keys[0] as usize]))
+        .filter(|(_, s)| starts(&row[1..], &t.quoted[s.keys[0] as usize]))
         .map(|(j, _)| j)
         .take(TRIES)
         .collect()
@@ -763,7 +770,7 @@ fn row_as_shape(t: &Table, s: &mut Shape, row: &[u8], out: &mut Vec<u8>) -> bool
     for i in 0..s.keys.len() {
         let e = s.keys[i];
         let q = &t.quoted[e as usize];
-        if !row[pos..].starts_with(q) {
+        if !starts(&row[pos..], q) {
             return false;
         }
         pos += q.len();
@@ -772,7 +779,7 @@ fn row_as_shape(t: &Table, s: &mut Shape, row: &[u8], out: &mut Vec<u8>) -> bool
         encode_varint(e as u64 + 1, out);
         let raw = &s.raw[i];
         let end = if !raw.is_empty()
-            && row[pos..].starts_with(raw)
+            && starts(&row[pos..], raw)
             && matches!(row.get(pos + raw.len()), Some(b',' | b'}'))
         {
             out.extend_from_slice(&s.enc[i]);
