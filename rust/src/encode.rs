@@ -394,6 +394,9 @@ impl Table {
     /// and string values are recorded -- the same entries in the same order, the same counts as
     /// the full read --, false (nothing counted) when it is not as any shape predicts.
     fn collect_predicted(&mut self, row: &[u8]) -> bool {
+        if !self.pred.worth() {
+            return false;
+        }
         let mut p = std::mem::take(&mut self.pred);
         let mut found = std::mem::take(&mut p.found);
         let mut ok = false;
@@ -410,6 +413,7 @@ impl Table {
             }
         }
         p.found = found;
+        p.count(ok);
         self.pred = p;
         ok
     }
@@ -680,11 +684,33 @@ struct Shape {
 pub struct Pred {
     shapes: Vec<Shape>,
     turn: usize,
+    /// rows seen, rows checked against a shape and rows that matched, since the last count reset
+    rows: u32,
+    tried: u32,
+    won: u32,
     keys: Vec<u32>,
     found: Vec<u32>,
 }
 
 impl Pred {
+    /// Whether to check this row against the shapes: not while they fail for 3 rows of 4 or more
+    /// (rows of too many shapes, or not compact), counted afresh every 4096 rows.
+    #[inline]
+    fn worth(&mut self) -> bool {
+        self.rows += 1;
+        if self.rows == 4096 {
+            (self.rows, self.tried, self.won) = (0, 0, 0);
+        }
+        self.tried < 256 || self.won * 4 >= self.tried
+    }
+
+    #[inline]
+    fn count(&mut self, won: bool) -> bool {
+        self.tried += 1;
+        self.won += won as u32;
+        won
+    }
+
     /// The key order of a row read whole: a new shape unless known (or it has a key JSON escapes).
     fn learn(&mut self, t: &Table, keys: &[u32]) {
         if keys.is_empty()
@@ -754,14 +780,17 @@ fn candidates(t: &Table, p: &Pred, row: &[u8]) -> SmallVec<[usize; TRIES]> {
 /// A row as predicted (see [`Pred`]): true with its annotations appended to `out`, false (`out`
 /// as it was) when it is not as any shape predicts.
 fn predicted_row(t: &Table, p: &mut Pred, row: &[u8], out: &mut Vec<u8>) -> bool {
+    if !p.worth() {
+        return false;
+    }
     let start = out.len();
     for j in candidates(t, p, row) {
         if row_as_shape(t, &mut p.shapes[j], row, out) {
-            return true;
+            return p.count(true);
         }
         out.truncate(start);
     }
-    false
+    p.count(false)
 }
 
 fn row_as_shape(t: &Table, s: &mut Shape, row: &[u8], out: &mut Vec<u8>) -> bool {
