@@ -294,11 +294,11 @@ def test_kernel_annotations_decode_to_the_python_reference(batch, intern_all):
 @given(st.data())
 def test_predicted_rows_are_the_bytes_of_the_full_read(data):
     """Both passes check a row against what the rows before it predict (rust/src/encode.rs ``Pred``:
-    the shapes of rows, each key's last value) before reading it.  Rows of a few shapes with values from small
-    pools (so keys and values repeat, and sometimes do not; a value may hold the text of a key that
-    follows, ``,"k":``) encoded in one call must give each row the bytes and the flag of the full read
-    of that row read whole (``predict=False``) -- on one thread and on two --, and pass 1 the
-    same keys, string values and counts."""
+    the shapes of rows, each key's last value) before reading it.  Rows of a few shapes with values
+    from small pools (so keys and values repeat, and sometimes do not; a value may hold the text of a
+    key that follows, ``,"k":``): pass 1 must find the same keys, string values and counts, and pass 2
+    give every row the bytes and the flag it gets read whole (``predict=False``), on one thread and
+    on two."""
     names = st.one_of(st.sampled_from(["a", "b", "id", "Input Dims"]), keys)
     shapes = data.draw(st.lists(st.lists(names, min_size=1, max_size=5), min_size=1, max_size=3))
     pools = {}
