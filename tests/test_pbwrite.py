@@ -290,6 +290,79 @@ def test_kernel_annotations_decode_to_the_python_reference(batch, intern_all):
         assert _plain(decode(got, names, strings)) == _plain_json(text), text
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_predicted_rows_are_the_bytes_of_the_full_read(data):
+    """Both passes check a row against what the rows before it predict (rust/src/encode.rs ``Pred``:
+    the shapes of rows, each key's last value) before reading it.  Rows of a few shapes with values
+    from small pools (so keys and values repeat, and sometimes do not; a value may hold the text of a
+    key that follows, ``,"k":``): pass 1 must find the same keys, string values and counts, and pass 2
+    give every row the bytes and the flag it gets read whole (``predict=False``), on one thread and
+    on two."""
+    names = st.one_of(st.sampled_from(["a", "b", "id", "Input Dims"]), keys)
+    shapes = data.draw(st.lists(st.lists(names, min_size=1, max_size=5), min_size=1, max_size=3))
+    pools = {}
+    for k in {k for shape in shapes for k in shape}:
+        tricky = st.sampled_from([f',"{k2}":' for shape in shapes for k2 in shape]
+                                 + [Num("1"), Num("2"), Num("12"), Num("-0"), "x", "y", [1], [2], {"x": 1}, {"y": 1}])
+        pools[k] = data.draw(st.lists(sometimes(tricky, values, 3), min_size=1, max_size=3))
+    style = {**data.draw(styles()), "ws": data.draw(st.sampled_from(["", "", "", " "]))}
+    objs = [Obj([(k, data.draw(st.sampled_from(pools[k]))) for k in data.draw(st.sampled_from(shapes))])
+            for _ in range(data.draw(st.integers(1, 8)))]
+    texts = []
+    for obj in objs:
+        if any(_has_surrogate(x) for x in _strings_of(obj)):
+            style = {**style, "ascii": True}
+        texts.append(dump(obj, style).encode("utf-8"))
+    picks = np.array(data.draw(st.lists(st.integers(0, len(texts) - 1), min_size=1, max_size=24)), np.int64)
+    # pass 1 over the rows in that order (in two calls: predictions carry over), with and without
+    # predictions: the same keys in the same order, the same string values and counts
+    arr, off = _packed([texts[r] for r in picks.tolist()])
+    cut = data.draw(st.integers(0, len(picks)))
+    tables = []
+    for predict in (True, False):
+        table = enc.ArgsTable(True, predict)
+        table.collect(arr, off[:cut + 1])
+        table.collect(arr, off[cut:])
+        tables.append(table)
+    for what in ("keys", "value_stats", "string_values"):
+        got, want = (getattr(t, what)() for t in tables)
+        assert all(np.array_equal(x, y) for x, y in zip(got, want)), what
+    table, full = tables
+    count, _ = table.value_stats()
+    if data.draw(st.booleans()):
+        for t in tables:
+            t.set_value_iids(np.arange(1, len(count) + 1))
+    # pass 2: each row's bytes and flag those of the full read
+    rows = np.arange(len(picks), dtype=np.int64)
+    want = full.encode_args(arr, off, rows)
+    for parallel_rows in (1 << 40, 2):
+        got = table.encode_args(arr, off, rows, parallel_rows=parallel_rows)
+        for x, y in zip(got, want):
+            assert np.array_equal(x, y), [texts[r] for r in picks.tolist()]
+
+
+def test_predictions_do_not_hide_a_repeated_key_or_a_changed_value():
+    """Rows ``a,b`` and ``b,a`` in turn, values that change under a key and values that hold the
+    text of the next key: the row ``a,b,a`` goes to Python (which keeps the last value), and both
+    passes give what they give reading every row whole (``predict=False``)."""
+    texts = [b'{"a":1,"b":2}', b'{"b":2,"a":1}', b'{"a":1,"b":2,"a":3}', b'{"a":1,"b":2,"c":"x,\\"b\\":"}',
+             b'{"a":3,"b":2}', b'{"a":1,"b":"s"}', b'{"a":1,"b":"t"}', b'{"a":1,"b":2,"c":",\\"b\\":"}',
+             b'{"a":12,"b":2}', b'{"a":[1],"b":2}', b'{"a":[2],"b":2}', b'{"a":1 ,"b":2}']
+    picks = [0, 1, 0, 1, 2, 3, 0, 2, 4, 0, 4, 5, 6, 5, 6, 7, 3, 8, 0, 9, 10, 9, 11, 0]
+    arr, off = _packed([texts[r] for r in picks])
+    got = []
+    for predict in (True, False):
+        table = enc.ArgsTable(True, predict)
+        table.collect(arr, off)
+        table.set_value_iids(np.arange(1, len(table.value_stats()[0]) + 1))
+        got.append((table.keys(), table.value_stats(), table.encode_args(arr, off, np.arange(len(picks)))))
+    flags = got[0][2][2]
+    assert [i for i, f in enumerate(flags) if f] == [4, 7]
+    for x, y in zip(got[0], got[1]):
+        assert all(np.array_equal(a, b) for a, b in zip(x, y))
+
+
 def _strings_of(v):
     if isinstance(v, Obj):
         for k, x in v.pairs:

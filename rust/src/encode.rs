@@ -12,7 +12,10 @@
 //!   (an annotation name, by first appearance) and counts every string value, so that the interned
 //!   data can be written before the first event; [`ArgsTable::encode_args`] (pass 2) reads a step's
 //!   rows again with serde_json -- straight from its deserializer into protobuf bytes, no value tree --
-//!   into repeated `TrackEvent.debug_annotations`.  The value mapping is the writer's Python reference
+//!   into repeated `TrackEvent.debug_annotations`.  Both passes first check a row against the shapes
+//!   of the rows before it ([`Pred`]: keys in the same order, compared byte for byte; a value the same
+//!   text as last time under that key is not read again; only a value that differs is read by
+//!   serde_json), and read it whole when it is not as predicted: the same results either way.  The value mapping is the writer's Python reference
 //!   `value_fields` on what orjson makes of the text (see the module docstring of
 //!   `traceconv.writers.perfetto`); serde_json's `float_roundtrip` gives every double exactly as
 //!   Python's `float(text)`.  The rows it leaves to the Python encoder are flagged: a key repeated in
@@ -30,6 +33,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 
@@ -251,12 +255,23 @@ struct Table {
     counts: Vec<i64>,
     value_iids: Vec<u64>,
     strings: bool,
+    /// whether rows are checked against predictions before being read whole (the tests compare)
+    predict: bool,
+    /// pass 1's predictions
+    pred: Pred,
+    /// per key entry, the bytes `"key":` as compact JSON writes it (empty when the key has a
+    /// character JSON escapes): what pass 2 checks the input against, see [`Pred`]
+    quoted: Vec<Box<[u8]>>,
 }
 
 // ---- pass 1: a serde visitor that records keys and counts string values, in document order
 
 struct Collect<'a> {
     t: &'a mut Table,
+    /// the string values' entries go here, to be counted once the row is read (else: counted now)
+    found: Option<&'a mut Vec<u32>>,
+    /// the row's object leaves its keys' entries here, in order
+    top: Option<&'a mut Vec<u32>>,
 }
 
 impl<'de> DeserializeSeed<'de> for Collect<'_> {
@@ -311,18 +326,29 @@ impl<'de> Visitor<'de> for Collect<'_> {
             if e == self.t.counts.len() {
                 self.t.counts.push(0);
             }
-            self.t.counts[e] += 1;
+            match self.found {
+                Some(found) => found.push(e as u32),
+                None => self.t.counts[e] += 1,
+            }
         }
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
-        while m.next_key_seed(KeyOf(&mut self.t.keys))?.is_some() {
-            m.next_value_seed(Collect { t: &mut *self.t })?;
+        let Collect { t, mut found, mut top } = self;
+        if let Some(top) = top.as_deref_mut() {
+            top.clear();
+        }
+        while let Some(e) = m.next_key_seed(KeyOf(&mut t.keys))? {
+            if let Some(top) = top.as_deref_mut() {
+                top.push(e);
+            }
+            m.next_value_seed(Collect { t: &mut *t, found: found.as_deref_mut(), top: None })?;
         }
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
-        while s.next_element_seed(Collect { t: &mut *self.t })?.is_some() {}
+        let Collect { t, mut found, .. } = self;
+        while s.next_element_seed(Collect { t: &mut *t, found: found.as_deref_mut(), top: None })?.is_some() {}
         Ok(())
     }
 }
@@ -334,12 +360,105 @@ impl Table {
             if row.is_empty() {
                 continue;
             }
+            if self.predict && self.collect_predicted(row) {
+                continue;
+            }
             let mut de = serde_json::Deserializer::from_slice(row);
             // a row serde_json refuses keeps what it found before (pass 2 leaves it to Python)
-            let _ = Collect { t: self }.deserialize(&mut de);
+            let mut keys = std::mem::take(&mut self.pred.keys);
+            keys.clear();
+            let ok = Collect { t: self, found: None, top: Some(&mut keys) }.deserialize(&mut de).is_ok();
+            if ok && de.end().is_ok() {
+                self.quote_new();
+                let mut pred = std::mem::take(&mut self.pred);
+                pred.learn(self, &keys);
+                self.pred = pred;
+            }
+            self.pred.keys = keys;
         }
         self.value_iids.resize(self.counts.len(), 0);
+        self.quote_new();
         Ok(())
+    }
+
+    /// The `"key":` bytes of the keys added since the last call.
+    fn quote_new(&mut self) {
+        for k in &self.keys.order[self.quoted.len()..] {
+            // a key with no character JSON escapes is written `"key":` (the bytes are its text)
+            let plain = k.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\');
+            self.quoted.push(if plain { [&b"\""[..], k, b"\":"].concat().into() } else { Box::default() });
+        }
+    }
+
+    /// Pass 1 of a row as predicted (see [`Pred`]: the same walk as pass 2's): true once its keys
+    /// and string values are recorded -- the same entries in the same order, the same counts as
+    /// the full read --, false (nothing counted) when it is not as any shape predicts.
+    fn collect_predicted(&mut self, row: &[u8]) -> bool {
+        if !self.pred.worth() {
+            return false;
+        }
+        let mut p = std::mem::take(&mut self.pred);
+        let mut found = std::mem::take(&mut p.found);
+        let mut ok = false;
+        for j in candidates(self, &p, row) {
+            found.clear();
+            if self.walk_predicted(&mut p.shapes[j], row, &mut found) {
+                ok = true;
+                break;
+            }
+        }
+        if ok {
+            for &e in &found {
+                self.counts[e as usize] += 1;
+            }
+        }
+        p.found = found;
+        p.count(ok);
+        self.pred = p;
+        ok
+    }
+
+    fn walk_predicted(&mut self, s: &mut Shape, row: &[u8], found: &mut Vec<u32>) -> bool {
+        let n = row.len();
+        let mut pos = 1;
+        for i in 0..s.keys.len() {
+            let q = &self.quoted[s.keys[i] as usize];
+            if !starts(&row[pos..], q) {
+                return false;
+            }
+            pos += q.len();
+            let raw = &s.raw[i];
+            let end = if !raw.is_empty()
+                && starts(&row[pos..], raw)
+                && matches!(row.get(pos + raw.len()), Some(b',' | b'}'))
+            {
+                found.extend_from_slice(&s.strs[i]);
+                pos + raw.len()
+            } else {
+                let Some(end) = value_end(self, row, pos, s.keys.get(i + 1).copied()) else { return false };
+                let f0 = found.len();
+                let mut de = serde_json::Deserializer::from_slice(&row[pos..end]);
+                let c = Collect { t: &mut *self, found: Some(&mut *found), top: None };
+                if c.deserialize(&mut de).is_err() || de.end().is_err() {
+                    return false;
+                }
+                if end - pos <= MAX_REMEMBERED {
+                    s.raw[i].clear();
+                    s.raw[i].extend_from_slice(&row[pos..end]);
+                    s.strs[i].clear();
+                    s.strs[i].extend_from_slice(&found[f0..]);
+                }
+                end
+            };
+            if i + 1 == s.keys.len() {
+                return end == n - 1;
+            }
+            if row[end] != b',' {
+                return false;
+            }
+            pos = end + 1;
+        }
+        false
     }
 }
 
@@ -363,6 +482,8 @@ struct Ann<'a> {
     out: &'a mut Vec<u8>,
     depth: usize,
     in_list: bool,
+    /// the row's object (depth 0) leaves its keys' entries here, in order
+    top: Option<&'a mut Vec<u32>>,
 }
 
 impl<'de> DeserializeSeed<'de> for Ann<'_> {
@@ -443,8 +564,8 @@ impl<'de> Visitor<'de> for Ann<'_> {
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
-        let Ann { t, out, depth, in_list } = self;
-        let mut seen: Vec<u32> = Vec::new();
+        let Ann { t, out, depth, in_list, top } = self;
+        let mut seen: SmallVec<[u32; 16]> = SmallVec::new();
         while let Some(e) = m.next_key_seed(KeyIid(&t.keys))? {
             if seen.is_empty() && depth > 0 && depth >= MAX_DEPTH {
                 return Err(leave("too deep"));
@@ -456,23 +577,27 @@ impl<'de> Visitor<'de> for Ann<'_> {
             let at = open(if depth == 0 { E_ANN } else { A_DICT }, out);
             encode_key(A_NAME_IID, WireType::Varint, out);
             encode_varint(e as u64 + 1, out);
-            m.next_value_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: false })?;
+            m.next_value_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: false, top: None })?;
             close(at, out);
         }
         if seen.is_empty() && in_list {
             out.extend_from_slice(&EMPTY_IN_LIST);
         }
+        if let Some(top) = top {
+            top.clear();
+            top.extend_from_slice(&seen);
+        }
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
-        let Ann { t, out, depth, in_list } = self;
+        let Ann { t, out, depth, in_list, .. } = self;
         if depth == 0 {
             return Err(leave("not an object"));
         }
         let mut n = 0usize;
         loop {
             let at = open(A_ARRAY, out);
-            match s.next_element_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: true })? {
+            match s.next_element_seed(Ann { t, out: &mut *out, depth: depth + 1, in_list: true, top: None })? {
                 None => {
                     out.truncate(at - key_len(A_ARRAY));
                     break;
@@ -495,35 +620,234 @@ impl<'de> Visitor<'de> for Ann<'_> {
 struct Row<'a> {
     t: &'a Table,
     out: &'a mut Vec<u8>,
+    keys: &'a mut Vec<u32>,
 }
 
 impl<'de> DeserializeSeed<'de> for Row<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(Ann { t: self.t, out: self.out, depth: 0, in_list: false })
+        d.deserialize_map(Ann { t: self.t, out: self.out, depth: 0, in_list: false, top: Some(self.keys) })
     }
 }
 
 /// Appends the annotations of `row` to `out`; false (and `out` as it was) when the row is left to
-/// the Python encoder.
-fn encode_row(t: &Table, row: &[u8], out: &mut Vec<u8>) -> bool {
+/// the Python encoder.  A row of a shape seen before takes [`predicted_row`]; any other, or one
+/// that does not go as predicted, is read by serde_json whole (and teaches the predictions).
+fn encode_row(t: &Table, p: &mut Pred, row: &[u8], out: &mut Vec<u8>) -> bool {
     if row.is_empty() {
         return true;
     }
     let start = out.len();
+    if t.predict && predicted_row(t, p, row, out) {
+        return true;
+    }
+    out.truncate(start);
     let mut de = serde_json::Deserializer::from_slice(row);
-    let ok = Row { t, out: &mut *out }.deserialize(&mut de).is_ok() && de.end().is_ok();
-    if !ok {
+    let mut keys = std::mem::take(&mut p.keys);
+    let ok = Row { t, out: &mut *out, keys: &mut keys }.deserialize(&mut de).is_ok() && de.end().is_ok();
+    if ok {
+        p.learn(t, &keys);
+    } else {
         out.truncate(start);
     }
+    p.keys = keys;
     ok
+}
+
+/// Row shapes remembered (rows of a few shapes interleave: an op, its launch, its kernel, ...).
+const SHAPES: usize = 16;
+/// Shapes tried for one row (those that start with its first key).
+const TRIES: usize = 4;
+/// Values longer than this are not remembered.
+const MAX_REMEMBERED: usize = 256;
+
+/// A row shape: its keys' entries in order, and per key the last value's text, with that value's
+/// encoded fields (pass 2) or its string values' entries (pass 1).
+#[derive(Default)]
+struct Shape {
+    keys: Vec<u32>,
+    raw: Vec<Vec<u8>>,
+    enc: Vec<Vec<u8>>,
+    strs: Vec<Vec<u32>>,
+}
+
+/// The predictions of a pass, learnt from the rows before (what made numba's encoder fast): rows
+/// of one source come in a few shapes -- the same keys in the same order --, and many values under
+/// a key repeat.  A row is checked against a shape that starts with its first key, byte for byte,
+/// instead of being read: `{`, each key's `"key":`, its value (the text it had last time followed
+/// by `,` or `}`, or else read by serde_json up to where the next key's `,"key":` starts), and so
+/// on to the `}` that ends the row.  Whatever does not match sends the row to serde_json whole (which
+/// teaches a new shape), so the results are those of the full read in every case
+/// (tests/test_pbwrite.py compares, under hypothesis).  Shapes are learnt only from rows read whole
+/// with no key repeated (pass 2 leaves those to Python), so a predicted row never repeats a key.
+#[derive(Default)]
+pub struct Pred {
+    shapes: Vec<Shape>,
+    turn: usize,
+    /// rows seen, rows checked against a shape and rows that matched, since the last count reset
+    rows: u32,
+    tried: u32,
+    won: u32,
+    keys: Vec<u32>,
+    found: Vec<u32>,
+}
+
+impl Pred {
+    /// Whether to check this row against the shapes: not while they fail for 3 rows of 4 or more
+    /// (rows of too many shapes, or not compact), counted afresh every 4096 rows.
+    #[inline]
+    fn worth(&mut self) -> bool {
+        self.rows += 1;
+        if self.rows == 4096 {
+            (self.rows, self.tried, self.won) = (0, 0, 0);
+        }
+        self.tried < 256 || self.won * 4 >= self.tried
+    }
+
+    #[inline]
+    fn count(&mut self, won: bool) -> bool {
+        self.tried += 1;
+        self.won += won as u32;
+        won
+    }
+
+    /// The key order of a row read whole: a new shape unless known (or it has a key JSON escapes).
+    fn learn(&mut self, t: &Table, keys: &[u32]) {
+        if keys.is_empty()
+            || !keys.iter().all(|&e| t.quoted.get(e as usize).is_some_and(|q| !q.is_empty()))
+            || self.shapes.iter().any(|s| s.keys == keys)
+        {
+            return;
+        }
+        let n = keys.len();
+        let shape = Shape {
+            keys: keys.to_vec(),
+            raw: vec![Vec::new(); n],
+            enc: vec![Vec::new(); n],
+            strs: vec![Vec::new(); n],
+        };
+        if self.shapes.len() < SHAPES {
+            self.shapes.push(shape);
+        } else {
+            self.shapes[self.turn % SHAPES] = shape;
+            self.turn += 1;
+        }
+    }
+}
+
+/// Whether `s` starts with `q`: a byte loop, which leaves at the first byte that differs (most
+/// often the first few) without a call to `memcmp` (10 % of the writer's time when it was one).
+#[inline]
+fn starts(s: &[u8], q: &[u8]) -> bool {
+    s.len() >= q.len() && s.iter().zip(q).all(|(a, b)| a == b)
+}
+
+/// Where the value that starts at `pos` ends if the key `next` follows it (None: it is the last):
+/// the first `,"next":` (or the row's closing `}`); serde_json then reads exactly `row[pos..end]`
+/// as one value or the row is read whole.  (A complete JSON value followed by `,` or `}` is where
+/// any JSON parser starting at `pos` stops, so a wrong split can only fail, never mislead.)
+#[inline]
+fn value_end(t: &Table, row: &[u8], pos: usize, next: Option<u32>) -> Option<usize> {
+    let Some(n) = next else { return Some(row.len() - 1) };
+    let q = &t.quoted[n as usize];
+    let mut i = pos;
+    while let Some(c) = row[i..].iter().position(|&b| b == b',') {
+        let c = i + c;
+        if starts(&row[c + 1..], q) {
+            return Some(c);
+        }
+        i = c + 1;
+    }
+    None
+}
+
+/// The shapes (indices) a row may have: those whose first key starts it.
+#[inline]
+fn candidates(t: &Table, p: &Pred, row: &[u8]) -> SmallVec<[usize; TRIES]> {
+    let n = row.len();
+    if n < 2 || row[0] != b'{' || row[n - 1] != b'}' {
+        return SmallVec::new();
+    }
+    p.shapes
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| starts(&row[1..], &t.quoted[s.keys[0] as usize]))
+        .map(|(j, _)| j)
+        .take(TRIES)
+        .collect()
+}
+
+/// A row as predicted (see [`Pred`]): true with its annotations appended to `out`, false (`out`
+/// as it was) when it is not as any shape predicts.
+fn predicted_row(t: &Table, p: &mut Pred, row: &[u8], out: &mut Vec<u8>) -> bool {
+    if !p.worth() {
+        return false;
+    }
+    let start = out.len();
+    for j in candidates(t, p, row) {
+        if row_as_shape(t, &mut p.shapes[j], row, out) {
+            return p.count(true);
+        }
+        out.truncate(start);
+    }
+    p.count(false)
+}
+
+fn row_as_shape(t: &Table, s: &mut Shape, row: &[u8], out: &mut Vec<u8>) -> bool {
+    let n = row.len();
+    let mut pos = 1;
+    for i in 0..s.keys.len() {
+        let e = s.keys[i];
+        let q = &t.quoted[e as usize];
+        if !starts(&row[pos..], q) {
+            return false;
+        }
+        pos += q.len();
+        let at = open(E_ANN, out);
+        encode_key(A_NAME_IID, WireType::Varint, out);
+        encode_varint(e as u64 + 1, out);
+        let raw = &s.raw[i];
+        let end = if !raw.is_empty()
+            && starts(&row[pos..], raw)
+            && matches!(row.get(pos + raw.len()), Some(b',' | b'}'))
+        {
+            out.extend_from_slice(&s.enc[i]);
+            pos + raw.len()
+        } else {
+            let Some(end) = value_end(t, row, pos, s.keys.get(i + 1).copied()) else { return false };
+            let v0 = out.len();
+            let mut de = serde_json::Deserializer::from_slice(&row[pos..end]);
+            let ann = Ann { t, out: &mut *out, depth: 1, in_list: false, top: None };
+            if ann.deserialize(&mut de).is_err() || de.end().is_err() {
+                return false;
+            }
+            if end - pos <= MAX_REMEMBERED {
+                s.raw[i].clear();
+                s.raw[i].extend_from_slice(&row[pos..end]);
+                s.enc[i].clear();
+                s.enc[i].extend_from_slice(&out[v0..]);
+            }
+            end
+        };
+        close(at, out);
+        // the last key's value ends the row; another's is followed by `,` and the next key
+        let last = i + 1 == s.keys.len();
+        if last {
+            return end == n - 1;
+        }
+        if row[end] != b',' {
+            return false;
+        }
+        pos = end + 1;
+    }
+    false
 }
 
 /// Annotations of rows: (bytes, end offset of each row's, flags: 1 = left to Python).
 type Encoded = (Vec<u8>, Vec<i64>, Vec<u8>);
 
 /// The annotations of `rows`.
-fn encode_rows(t: &Table, data: &[u8], off: &[i64], rows: &[i64]) -> Result<Encoded, String> {
+fn encode_rows(t: &Table, p: &mut Pred, data: &[u8], off: &[i64], rows: &[i64]) -> Result<Encoded, String> {
     let mut size = 0usize;
     for &r in rows {
         if r < 0 || r as usize + 1 >= off.len() {
@@ -536,7 +860,7 @@ fn encode_rows(t: &Table, data: &[u8], off: &[i64], rows: &[i64]) -> Result<Enco
     let mut flags = vec![0u8; rows.len()];
     for (j, &r) in rows.iter().enumerate() {
         let row = row_bytes(data, off, r as usize)?;
-        if !encode_row(t, row, &mut out) {
+        if !encode_row(t, p, row, &mut out) {
             flags[j] = 1;
         }
         ends.push(out.len() as i64);
@@ -551,12 +875,14 @@ fn encode_rows_par(
     off: &[i64],
     rows: &[i64],
     parallel_rows: usize,
+    preds: &mut [Pred; 2],
 ) -> Result<Encoded, String> {
+    let [p0, p1] = preds;
     if rows.len() < parallel_rows.max(2) || rayon::current_num_threads() < 2 {
-        return encode_rows(t, data, off, rows);
+        return encode_rows(t, p0, data, off, rows);
     }
     let (a, b) = rows.split_at(rows.len() / 2);
-    let (ra, rb) = rayon::join(|| encode_rows(t, data, off, a), || encode_rows(t, data, off, b));
+    let (ra, rb) = rayon::join(|| encode_rows(t, p0, data, off, a), || encode_rows(t, p1, data, off, b));
     let (mut out, mut ends, mut flags) = ra?;
     let (out_b, ends_b, flags_b) = rb?;
     let base = out.len() as i64;
@@ -573,12 +899,14 @@ fn offsets(ends: &[i64]) -> Vec<i64> {
     off
 }
 
-/// ArgsTable(strings: bool = True)
+/// ArgsTable(strings: bool = True, predict: bool = True)
 ///
 /// The keys and string values of a trace's args rows (pass 1, [`collect`]) and the encoder of a
 /// step's rows (pass 2, [`encode_args`]).  Keys get iids 1, 2, ... in order of first appearance;
 /// string values are counted, and written as `string_value_iid` once given an iid
-/// ([`set_value_iids`]).
+/// ([`set_value_iids`]).  With `predict` (the default) both passes check each row against what the
+/// rows before it predict before reading it whole (see [`Pred`]); without, every row is read whole:
+/// the same results, which the tests compare.
 #[pyclass(module = "traceconv._core.encode")]
 pub struct ArgsTable {
     t: Table,
@@ -601,9 +929,9 @@ fn packed<'py>(py: Python<'py>, iids: Vec<i64>, items: &[&[u8]]) -> Packed<'py> 
 #[pymethods]
 impl ArgsTable {
     #[new]
-    #[pyo3(signature = (strings = true))]
-    fn new(strings: bool) -> Self {
-        ArgsTable { t: Table { strings, ..Default::default() } }
+    #[pyo3(signature = (strings = true, predict = true))]
+    fn new(strings: bool, predict: bool) -> Self {
+        ArgsTable { t: Table { strings, predict, ..Default::default() } }
     }
 
     #[getter]
@@ -676,7 +1004,7 @@ impl ArgsTable {
         let (data, off, rows) = (column(&data), column(&off), column(&rows));
         let t = &self.t;
         let (out, ends, flags) = py
-            .detach(|| encode_rows_par(t, &data, &off, &rows, parallel_rows))
+            .detach(|| encode_rows_par(t, &data, &off, &rows, parallel_rows, &mut Default::default()))
             .map_err(PyValueError::new_err)?;
         Ok((out.into_pyarray(py), offsets(&ends).into_pyarray(py), flags.into_pyarray(py)))
     }
@@ -718,6 +1046,9 @@ pub struct EventEncoder {
     last: i64,
     #[pyo3(get, set)]
     parallel_rows: usize,
+    /// the predictions of pass 2 (one set per thread), kept from step to step
+    preds_s: [Pred; 2],
+    preds_i: [Pred; 2],
 }
 
 type Cols = (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>);
@@ -819,7 +1150,7 @@ impl EventEncoder {
         let uuids = column(&uuids).iter().map(|&u| u as u64).collect();
         EventEncoder {
             table, codes, seq_id, flags, uuids, s: slices, i: instants, c: counters, fo: flows_out, fi: flows_in,
-            last, parallel_rows,
+            last, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
         }
     }
 
@@ -856,9 +1187,11 @@ impl EventEncoder {
         let table = self.table.borrow(py);
         let t = &table.t;
         let par = self.parallel_rows;
+        let (ps, pi) = (&mut self.preds_s, &mut self.preds_i);
         let ((sa, se, sf), (ia, ie, if_)) = py
             .detach(|| {
-                Ok::<_, String>((encode_rows_par(t, sd, so, &rows_s, par)?, encode_rows_par(t, id, io, &rows_i, par)?))
+                Ok::<_, String>((encode_rows_par(t, sd, so, &rows_s, par, ps)?,
+                                 encode_rows_par(t, id, io, &rows_i, par, pi)?))
             })
             .map_err(PyValueError::new_err)?;
         // the rows left to the Python encoder

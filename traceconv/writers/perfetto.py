@@ -47,7 +47,9 @@ and the interned data are encoded by the compiled core
 args rows (serde_json) numbers their keys and counts their string values, a
 second pass reads each row's JSON text again straight into
 ``DebugAnnotation`` bytes and writes the packets of a step of the event
-stream.  The rare rows it leaves alone (a key repeated in one object, a lone
+stream; both passes first check a row against the shapes of the rows before
+it (keys compared byte for byte, a value that repeats its text is not read
+again) and read it whole only when it is not as predicted.  The rare rows it leaves alone (a key repeated in one object, a lone
 surrogate escape, NaN, ...) are encoded by the Python reference here
 (:func:`value_fields`).  With a second core, pass 1 runs beside the sort of
 the event stream and each step's rows are split between two threads (the
