@@ -76,7 +76,7 @@ elif what == "convert":
     traceconv.convert(args[0], args[1])
 elif what == "warm":
     # the growth of cost with size, without the fixed start-up cost: convert a tiny trace first
-    # (imports, kernels loaded), then time the real one and its peak above where it started
+    # (imports, the compiled core loaded), then time the real one and its peak above where it started
     import traceconv
     traceconv.convert(args[2], args[3])
     with open("/proc/self/status") as f:
@@ -612,7 +612,7 @@ def growth(rows: list[dict], startup: dict, target) -> list[dict]:
     varies by half on this shared machine (4.3-7.2 µs per event in one session), which a median of
     three does not steady."""
     print(f"\n== growth: convert of the JSON in a process that has converted a 100-event trace first, so "
-          f"without the fixed start-up cost (imports, compiled kernels loaded from the cache: "
+          f"without the fixed start-up cost (imports, the compiled core loaded: "
           f"{startup['seconds']:.2f} s, {startup['maxrss'] / MB:.0f} MB peak in a process of its own); "
           f"time: the fastest of the runs")
     out = []

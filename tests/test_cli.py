@@ -199,7 +199,7 @@ def test_help_imports_no_numpy_and_names_every_grouping():
     """``traceconv --help`` loads neither numpy nor pydantic (its start-up stays short), and the
     summary's choices it prints are the library's."""
     code = ("import sys, traceconv_cli.app as a\n"
-            "print(sorted(m for m in ('numpy', 'pydantic', 'traceconv.api', 'traceconv.hotspots.np') "
+            "print(sorted(m for m in ('numpy', 'pydantic', 'traceconv.api', 'traceconv._core') "
             "if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
