@@ -256,10 +256,13 @@ def size_floor(path: Path, sample: float = 1.0) -> dict:
     to intern a whole annotation or an int array, so each packet and each annotation costs at least:
       event packet: its tag and length; its timestamp: tag + varint of the gap to the event before it
         in time, in the largest unit all gaps share (no packet order, clock or split into sequences
-        makes a gap smaller); sequence id 2; the track_event's tag and length; type 2; name and each
-        category: tag + iid; each flow id: 2-byte tag + its varint; a counter's value: 2-byte tag +
-        its varint if integral, else 8.  Nothing for track_uuid (a sequence per track could take it
-        from TrackEventDefaults) nor sequence_flags.
+        makes a gap smaller); sequence id 2; sequence_flags 2 (a gap is a delta on the sequence's
+        incremental clock and a name an iid: incremental state, which the TracePacket proto asks
+        every packet that uses it to declare with SEQ_NEEDS_INCREMENTAL_STATE); the track_event's
+        tag and length; type 2; name and each category: tag + iid; each flow id: 2-byte tag + 8
+        (flow_ids and terminating_flow_ids are fixed64); a counter's value: 2-byte tag + its varint
+        if integral, else 8.  Nothing for track_uuid (a sequence per track could take it from
+        TrackEventDefaults).
       annotation (array and dict entries too, recursively): tag and length; name: tag + iid; value:
         tag (2 for string_value_iid) + the value at its own size: an int's varint, a double's 8
         bytes, a string's length and bytes or, when shorter, its iid.
@@ -388,11 +391,11 @@ def size_floor(path: Path, sample: float = 1.0) -> dict:
                 for k, n in (key("cat", c) if name == "category_iids" else key("cat", None, c) for c in x):
                     uses[k] += 1
                     body += n
-            elif "flow_ids" in name:     # 2-byte tags
-                body += sum(2 + varint_len(flow) for flow in x)
+            elif "flow_ids" in name:     # 2-byte tags, fixed64 values
+                body += 10 * len(x)
             elif name in ("counter_value", "double_counter_value"):
                 body += 2 + (min(8, varint_len(int(x))) if float(x).is_integer() else 8)
-        rest.append(2 + field_len(body))     # sequence id, track_event
+        rest.append(4 + field_len(body))     # sequence id, sequence flags, track_event
     for s, n in seen.items():
         (floor, out), actual = memo[s], field_len(len(s))
         f["args"] += n * floor

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 import functools
 import gzip
 
@@ -15,6 +16,7 @@ from traceconv.model.layout import nest
 from traceconv.model import Clock, Trace, TrackKind
 from traceconv.writers.chrome_json import us
 
+import perfetto_oracle as tp
 from timeline import assert_same_timeline, from_model, read_chrome_json, read_perfetto
 
 T0 = 1_763_700_000_123_456_789          # an epoch time in ns: µs doubles would lose its last digits
@@ -183,6 +185,9 @@ def test_protobuf_sequence_and_interning_rules(outputs):
     assert {p.trusted_packet_sequence_id for p in tr.packet} == {1}
     defined: set[int] = set()
     descriptors = set()
+    default = first.trace_packet_defaults.track_event_defaults.track_uuid
+    assert default, "the busiest track is the sequence's default track"
+    on_default = 0
     for p in tr.packet:
         if p.HasField("track_descriptor"):
             descriptors.add(p.track_descriptor.uuid)
@@ -190,9 +195,15 @@ def test_protobuf_sequence_and_interning_rules(outputs):
             assert e.iid not in defined, "an event name interned twice"
             defined.add(e.iid)
         if p.HasField("track_event"):
-            assert p.track_event.track_uuid in descriptors
+            if p.track_event.HasField("track_uuid"):
+                assert p.track_event.track_uuid in descriptors and p.track_event.track_uuid != default
+            else:
+                assert default in descriptors
+                on_default += 1
             if p.track_event.name_iid:
                 assert p.track_event.name_iid in defined
+    per_track = Counter(p.track_event.track_uuid or default for p in tr.packet if p.HasField("track_event"))
+    assert on_default == max(per_track.values()) == per_track[default]
     kinds = [p.track_descriptor for p in tr.packet if p.HasField("track_descriptor")]
     assert sum(k.HasField("process") for k in kinds) == 3        # "Global" is JSON-only: no process in proto
     assert sum(k.HasField("thread") for k in kinds) == 4
@@ -478,3 +489,49 @@ def test_deep_args_do_not_recurse(tmp_path):
     assert inner == ["[" * (100_000 - argtext.MAX_DEPTH) + "1" + "]" * (100_000 - argtext.MAX_DEPTH)]
     assert {w.message: w.count for w in t.diagnostics.warnings}[argtext.DEEP] == 4     # 2 rows x 2 writers
     read_perfetto(tmp_path / "a.pftrace")
+
+
+@tp.requires_trace_processor
+def test_compact_encoding_keeps_every_value(tmp_path):
+    """The writer's size choices, on the wire and as trace_processor reads them back: the busiest
+    track is the sequence's default track (its events leave track_uuid out); names and categories
+    each have their own iids, the most used first; a whole, non-negative counter value below 2^56
+    is an int64 ``counter_value`` and every other one (-0.0, a fraction, 2^60, a negative) stays a
+    ``double_counter_value``."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    t = Trace("compact")
+    host = t.process(1, "host")
+    busy, quiet = t.thread(host, 1, "busy"), t.thread(host, 2, "quiet")
+    t.add_slice(quiet.track, T0, 10, "rare", "c1")
+    for k in range(5):
+        t.add_slice(busy.track, T0 + 100 * k, 50, "common", "c2", {"k": k})
+    values = [3.0, 2.5, -0.0, 2.0**60, -7.0, 0.0, 2.0**55]
+    mem = t.track(TrackKind.COUNTER, "mem", host)
+    for k, v in enumerate(values):
+        t.add_counter(mem.id, T0 + 1_000 + k, v)
+    out = tmp_path / "c.pftrace"
+    traceconv.save(t, out)
+    tr = pb.Trace.FromString(out.read_bytes())
+    default = tr.packet[0].trace_packet_defaults.track_event_defaults.track_uuid
+    uuid = {p.track_descriptor.thread.thread_name: p.track_descriptor.uuid
+            for p in tr.packet if p.track_descriptor.HasField("thread")}
+    assert default == uuid["busy"]
+    events = [p.track_event for p in tr.packet if p.HasField("track_event")]
+    assert sum(not e.HasField("track_uuid") for e in events) == 10          # 5 begins, 5 ends
+    names = {e.name: e.iid for p in tr.packet for e in p.interned_data.event_names}
+    cats = {e.name: e.iid for p in tr.packet for e in p.interned_data.event_categories}
+    assert names == {b"common": 1, b"rare": 2} or names == {"common": 1, "rare": 2}
+    assert cats == {b"c2": 1, b"c1": 2} or cats == {"c2": 1, "c1": 2}
+    counters = [e for e in events if e.type == pb.TrackEvent.TYPE_COUNTER]
+    assert [e.HasField("counter_value") for e in counters] == [True, False, False, False, False, True, True]
+    assert [e.counter_value for e in counters if e.HasField("counter_value")] == [3, 0, 2**55]
+    got = tp.query(out, "select c.value from counter c join counter_track t on c.track_id = t.id "
+                        "where t.name = 'mem' order by c.ts")
+    assert [r["value"] for r in got] == values
+    assert tp.query(out, "select t.name as thread, s.name, s.category, s.dur from slice s "
+                         "join thread_track tt on s.track_id = tt.id join thread t using (utid) "
+                         "order by s.ts, t.name") == (
+        [{"thread": "busy", "name": "common", "category": "c2", "dur": 50},
+         {"thread": "quiet", "name": "rare", "category": "c1", "dur": 10}]
+        + [{"thread": "busy", "name": "common", "category": "c2", "dur": 50}] * 4)
+    assert tp.problems(out) == []

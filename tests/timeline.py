@@ -265,6 +265,7 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
     last_ts = None
     seen_first: set[int] = set()
     clocks = _Clocks()
+    default_track: dict[int, int] = {}               # sequence -> TrackEventDefaults.track_uuid
     for p in trace.packet:
         seq = p.trusted_packet_sequence_id
         if seq and seq not in seen_first:
@@ -276,8 +277,12 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
         if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
             interned[seq] = {"names": {}, "cats": {}, "ann": {}, "str": {}}
             clocks.defaults.pop(seq, None)
+            default_track.pop(seq, None)
         if p.HasField("trace_packet_defaults"):
             clocks.defaults[seq] = p.trace_packet_defaults.timestamp_clock_id
+            d = p.trace_packet_defaults
+            if d.HasField("track_event_defaults") and d.track_event_defaults.HasField("track_uuid"):
+                default_track[seq] = d.track_event_defaults.track_uuid
         st = interned.setdefault(seq, {"names": {}, "cats": {}, "ann": {}, "str": {}})
         if p.HasField("interned_data"):
             for e in p.interned_data.event_names:
@@ -307,17 +312,18 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
             continue
         te = p.track_event
         uses_iids = te.name_iid or te.category_iids or any(a.name_iid for a in te.debug_annotations)
-        if uses_iids or on_sequence_clock:
+        uuid = te.track_uuid if te.HasField("track_uuid") else default_track.get(seq)
+        if uses_iids or on_sequence_clock or not te.HasField("track_uuid"):
             assert p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE, \
                 "packets using interned ids or the sequence's defaults must set SEQ_NEEDS_INCREMENTAL_STATE"
         assert ts is not None, "a track event without a timestamp"
         if check_order:
             assert last_ts is None or ts >= last_ts, "packets out of time order"
             last_ts = ts
-        assert te.track_uuid in tracks, "event on a track with no descriptor before it"
+        assert uuid in tracks, "event on a track with no descriptor before it"
         if te.type == pb.TrackEvent.TYPE_SLICE_END:
-            assert stacks[te.track_uuid], "SLICE_END with no open slice"
-            start = stacks[te.track_uuid].pop()
+            assert stacks[uuid], "SLICE_END with no open slice"
+            start = stacks[uuid].pop()
             t_uuid, name, cat, args, t0, fl_out, fl_in, depth = start
             raw.append(Slice(*_where(t_uuid, tracks, procs), name, cat, t0, ts - t0, canon(args), depth))
             key = _key(raw[-1])
@@ -331,15 +337,15 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
         args = {(st["ann"][a.name_iid] if a.name_iid else a.name): _ann_value(a, st["ann"], st["str"])
                 for a in te.debug_annotations}
         if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
-            stacks[te.track_uuid].append((te.track_uuid, name, cat, args, ts, list(te.flow_ids),
-                                          list(te.terminating_flow_ids), len(stacks[te.track_uuid])))
+            stacks[uuid].append((uuid, name, cat, args, ts, list(te.flow_ids),
+                                          list(te.terminating_flow_ids), len(stacks[uuid])))
         elif te.type == pb.TrackEvent.TYPE_INSTANT:
-            d = tracks[te.track_uuid]
-            proc, track, tid = _where(te.track_uuid, tracks, procs)
+            d = tracks[uuid]
+            proc, track, tid = _where(uuid, tracks, procs)
             scope = "p" if d.HasField("process") else ("t" if (proc or d.HasField("thread")) else "g")
             tl.instants.append((proc, (track, tid) if scope == "t" else ("", None), name, ts, scope))
         elif te.type == pb.TrackEvent.TYPE_COUNTER:
-            proc, track, _ = _where(te.track_uuid, tracks, procs)
+            proc, track, _ = _where(uuid, tracks, procs)
             v = te.double_counter_value if te.HasField("double_counter_value") else float(te.counter_value)
             tl.counters.append((proc, track, ts, v))
     assert all(not s for s in stacks.values()), "slices left open at the end of the trace"

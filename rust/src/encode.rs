@@ -55,6 +55,7 @@ pub const FIELDS: &[(&str, &str, u32, WireType)] = &[
     ("TrackEvent", "type", 9, WireType::Varint),
     ("TrackEvent", "name_iid", 10, WireType::Varint),
     ("TrackEvent", "track_uuid", 11, WireType::Varint),
+    ("TrackEvent", "counter_value", 30, WireType::Varint),
     ("TrackEvent", "double_counter_value", 44, WireType::SixtyFourBit),
     ("TrackEvent", "flow_ids", 47, WireType::SixtyFourBit),
     ("TrackEvent", "terminating_flow_ids", 48, WireType::SixtyFourBit),
@@ -86,6 +87,8 @@ pub const FIELDS: &[(&str, &str, u32, WireType)] = &[
     ("TracePacket", "track_descriptor", 60, WireType::LengthDelimited),
     ("TracePacket", "first_packet_on_sequence", 87, WireType::Varint),
     ("TracePacketDefaults", "timestamp_clock_id", 58, WireType::Varint),
+    ("TracePacketDefaults", "track_event_defaults", 11, WireType::LengthDelimited),
+    ("TrackEventDefaults", "track_uuid", 11, WireType::Varint),
     ("ClockSnapshot", "clocks", 1, WireType::LengthDelimited),
     ("ClockSnapshot.Clock", "clock_id", 1, WireType::Varint),
     ("ClockSnapshot.Clock", "timestamp", 2, WireType::Varint),
@@ -154,6 +157,7 @@ const E_ANN: u32 = num("TrackEvent", "debug_annotations");
 const E_TYPE: u32 = num("TrackEvent", "type");
 const E_NAME: u32 = num("TrackEvent", "name_iid");
 const E_TRACK: u32 = num("TrackEvent", "track_uuid");
+const E_COUNTER: u32 = num("TrackEvent", "counter_value");
 const E_DOUBLE: u32 = num("TrackEvent", "double_counter_value");
 const E_FLOW: u32 = num("TrackEvent", "flow_ids");
 const E_TFLOW: u32 = num("TrackEvent", "terminating_flow_ids");
@@ -1021,12 +1025,13 @@ fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a 
 }
 
 /// EventEncoder(table, codes, seq_id, flags (0: no sequence_flags field), uuids, slices, instants, counters, flows_out,
-/// flows_in, last, parallel_rows=8192)
+/// flows_in, last, default_uuid=0, parallel_rows=8192)
 ///
 /// Pass 2: the packets of the writer's event stream, a step at a time ([`run`]).  `codes` are the
-/// stream's kind values for (begin, end, instant, counter); names and categories are written as
-/// `id + 1` (a category id of 0 means none); `uuids[track]` is a track's uuid; `slices` /
-/// `instants` are (track int32, name int32, category int32, args data uint8, args offsets int64);
+/// stream's kind values for (begin, end, instant, counter); `uuids[track]` is a track's uuid, left
+/// out of the events on the track whose uuid is `default_uuid` (the sequence's
+/// `TrackEventDefaults.track_uuid`; 0: none); `slices` / `instants` are (track int32, name iid
+/// int32, category iid int32 (0: none), args data uint8, args offsets int64);
 /// `counters` (track int32, value bits uint64); `flows_out` / `flows_in` per slice (start int64
 /// of n + 1, ids uint64) -- `flow_ids` / `terminating_flow_ids`.  `last` is the time the first
 /// event's delta is from.
@@ -1037,6 +1042,7 @@ pub struct EventEncoder {
     seq_id: u64,
     flags: u64,
     uuids: Vec<u64>,
+    default_uuid: u64,
     s: Cols,
     i: Cols,
     c: (Py<PyArray1<i32>>, Py<PyArray1<u64>>),
@@ -1065,10 +1071,26 @@ struct Ev<'a> {
     fi: &'a [u64],
 }
 
-fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, ev: &Ev) {
+/// A counter's value as `counter_value` (an int64 varint) when that is the same number in fewer
+/// bytes -- a whole, non-negative double below 2^56 (not -0.0) -- else None (`double_counter_value`).
+fn counter_int(bits: u64) -> Option<u64> {
+    let v = f64::from_bits(bits);
+    (bits >> 63 == 0 && v.fract() == 0.0 && v < (1u64 << 56) as f64).then_some(v as u64)
+}
+
+/// The packet of one event.  `default_uuid` is the sequence's `TrackEventDefaults.track_uuid`: an
+/// event on that track leaves its `track_uuid` out.
+fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, default_uuid: u64, ev: &Ev) {
     let vl = |v: u64| encoded_len_varint(v);
-    let mut te = key_len(E_TYPE) + vl(ev.etype) + key_len(E_TRACK) + vl(ev.uuid);
-    if ev.counter.is_some() {
+    let own_track = ev.uuid != default_uuid;
+    let mut te = key_len(E_TYPE) + vl(ev.etype);
+    if own_track {
+        te += key_len(E_TRACK) + vl(ev.uuid);
+    }
+    let counter_int = ev.counter.and_then(counter_int);
+    if let Some(v) = counter_int {
+        te += key_len(E_COUNTER) + vl(v);
+    } else if ev.counter.is_some() {
         te += key_len(E_DOUBLE) + 8;
     } else if ev.etype != TYPE_SLICE_END {
         te += key_len(E_NAME) + vl(ev.name) + ev.ann.len();
@@ -1095,9 +1117,14 @@ fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, ev: &Ev) {
     encode_varint(te as u64, out);
     encode_key(E_TYPE, WireType::Varint, out);
     encode_varint(ev.etype, out);
-    encode_key(E_TRACK, WireType::Varint, out);
-    encode_varint(ev.uuid, out);
-    if let Some(bits) = ev.counter {
+    if own_track {
+        encode_key(E_TRACK, WireType::Varint, out);
+        encode_varint(ev.uuid, out);
+    }
+    if let Some(v) = counter_int {
+        encode_key(E_COUNTER, WireType::Varint, out);
+        encode_varint(v, out);
+    } else if let Some(bits) = ev.counter {
         encode_key(E_DOUBLE, WireType::SixtyFourBit, out);
         out.extend_from_slice(&bits.to_le_bytes());
     } else if ev.etype != TYPE_SLICE_END {
@@ -1131,7 +1158,7 @@ fn idx(v: i64, n: usize, what: &str) -> Result<usize, String> {
 impl EventEncoder {
     #[new]
     #[pyo3(signature = (table, codes, seq_id, flags, uuids, slices, instants, counters, flows_out, flows_in, last,
-                        parallel_rows = PARALLEL_ROWS))]
+                        default_uuid = 0, parallel_rows = PARALLEL_ROWS))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         table: Py<ArgsTable>,
@@ -1145,11 +1172,12 @@ impl EventEncoder {
         flows_out: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
         flows_in: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
         last: i64,
+        default_uuid: u64,
         parallel_rows: usize,
     ) -> Self {
         let uuids = column(&uuids).iter().map(|&u| u as u64).collect();
         EventEncoder {
-            table, codes, seq_id, flags, uuids, s: slices, i: instants, c: counters, fo: flows_out, fi: flows_in,
+            table, codes, seq_id, flags, uuids, default_uuid, s: slices, i: instants, c: counters, fo: flows_out, fi: flows_in,
             last, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
         }
     }
@@ -1209,7 +1237,7 @@ impl EventEncoder {
                 }
             }
         }
-        let (seq, flags, uuids) = (self.seq_id, self.flags, &self.uuids);
+        let (seq, flags, uuids, default_uuid) = (self.seq_id, self.flags, &self.uuids, self.default_uuid);
         let mut last = self.last;
         let out = py
             .detach(|| {
@@ -1237,7 +1265,7 @@ impl EventEncoder {
                         let (f0, f1) = (fos[r] as usize, fos[r + 1] as usize);
                         let (g0, g1) = (fis[r] as usize, fis[r + 1] as usize);
                         Ev { etype: TYPE_SLICE_BEGIN, uuid: uuids[idx(st[r] as i64, nt, "track")?],
-                             name: sn[r] as u64 + 1, cat: sc[r] as u64, ann, counter: None,
+                             name: sn[r] as u64, cat: sc[r] as u64, ann, counter: None,
                              fo: &foi[f0..f1], fi: &fii[g0..g1] }
                     } else if k == k_instant {
                         let r = idx(index[e], it.len(), "instant")?;
@@ -1250,15 +1278,13 @@ impl EventEncoder {
                         };
                         ji += 1;
                         Ev { etype: TYPE_INSTANT, uuid: uuids[idx(it[r] as i64, nt, "track")?],
-                             name: inm[r] as u64 + 1, cat: ic[r] as u64, ann, counter: None, fo: &[], fi: &[] }
+                             name: inm[r] as u64, cat: ic[r] as u64, ann, counter: None, fo: &[], fi: &[] }
                     } else {
                         let r = idx(index[e], ct.len(), "counter")?;
                         Ev { etype: TYPE_COUNTER, uuid: uuids[idx(ct[r] as i64, nt, "track")?], name: 0, cat: 0,
                              ann: &[], counter: Some(cb[r]), fo: &[], fi: &[] }
                     };
-                    // a category id 0 means none; else it is written as id + 1
-                    let ev = Ev { cat: if ev.cat != 0 { ev.cat + 1 } else { 0 }, ..ev };
-                    put_packet(&mut out, delta, seq, flags, &ev);
+                    put_packet(&mut out, delta, seq, flags, default_uuid, &ev);
                     last = t;
                 }
                 Ok::<_, String>(out)

@@ -60,11 +60,10 @@ def _packets(data: bytes):
 
 
 class _Seq:
-    __slots__ = ("names", "cats", "ann", "strs", "clock", "clock_id", "offset")
+    __slots__ = ("names", "cats", "ann", "strs", "clock", "clock_id", "offset", "track")
 
     def __init__(self) -> None:
         self.clear()
-        self.clock_id = 0
 
     def clear(self) -> None:
         self.names: dict[int, str] = {}
@@ -73,6 +72,8 @@ class _Seq:
         self.strs: dict[int, str] = {}
         self.clock = 0
         self.offset = 0
+        self.clock_id = 0                # TracePacketDefaults: incremental state too
+        self.track = 0                   # TrackEventDefaults.track_uuid (0: none)
 
 
 def _value(a: Any, seq: _Seq) -> Any:
@@ -118,6 +119,7 @@ def read_pftrace(path: str | os.PathLike[str]) -> Trace:
             seq.clear()
         if p.HasField("trace_packet_defaults"):
             seq.clock_id = p.trace_packet_defaults.timestamp_clock_id
+            seq.track = p.trace_packet_defaults.track_event_defaults.track_uuid
         if p.HasField("clock_snapshot"):
             boot = None
             for c in p.clock_snapshot.clocks:
@@ -177,7 +179,7 @@ def read_pftrace(path: str | os.PathLike[str]) -> Trace:
             ts = seq.clock + seq.offset
         else:
             ts = p.timestamp
-        uuid = te.track_uuid
+        uuid = te.track_uuid if te.HasField("track_uuid") else seq.track
         tid = tracks.get(uuid)
         if tid is None:
             tid = tracks[uuid] = _track(trace, descs, uuid)

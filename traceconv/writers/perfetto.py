@@ -13,6 +13,9 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
   on the sequence a delta from the previous one -- what trace_processor turns
   back into the absolute times on the default trace clock, unchanged (the same
   setup the Perfetto SDK writes for its own track events);
+* the same first packet's ``TrackEventDefaults.track_uuid`` names the track
+  with the most event packets, whose events then leave their ``track_uuid``
+  out (2 bytes of each of most packets);
 * a TrackDescriptor for every process (ProcessDescriptor), thread
   (ThreadDescriptor), counter (CounterDescriptor) and other track, before the
   events that use it;
@@ -26,7 +29,12 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
   ``sibling_order_rank`` N; the track's ``child_ordering`` is EXPLICIT;
 * every event name, category and debug-annotation name, and every repeated
   string value that takes fewer bytes as an iid, interned up front: in packets
-  after the descriptors and before the first event;
+  after the descriptors and before the first event; names and categories each
+  have their own iids, the most used first (one-byte varints for the 127 most
+  used);
+* a counter value that is a whole, non-negative number below 2^56 as an int64
+  ``counter_value`` (its varint is shorter than a double), any other as
+  ``double_counter_value``;
 * args as debug annotations (nested dicts and lists kept as such, their keys
   as interned names too; ``null``, ``{}`` and ``[]`` as an annotation with no
   value, which trace_processor shows as no arg, as it does for the same JSON;
@@ -351,7 +359,15 @@ def _packet(*fields: bytes) -> bytes:
     return P_PACKET + varint(len(body)) + body
 
 
-def _header_packets(trace: Trace, uuids: list[int], t0: int) -> bytes:
+def _defaults(default_uuid: int) -> bytes:
+    """The sequence's TracePacketDefaults: its clock and (when not 0) its default track."""
+    f = _field
+    track = (f("TracePacketDefaults", "track_event_defaults", f("TrackEventDefaults", "track_uuid", default_uuid))
+             if default_uuid else b"")
+    return track + f("TracePacketDefaults", "timestamp_clock_id", SEQ_CLOCK)      # fields 11, 58
+
+
+def _header_packets(trace: Trace, uuids: list[int], t0: int, default_uuid: int = 0) -> bytes:
     f = _field
     # the sequence's clock: timestamps are deltas on clock 64, which reads t0 when BOOTTIME (the
     # default trace clock) reads t0
@@ -362,7 +378,7 @@ def _header_packets(trace: Trace, uuids: list[int], t0: int) -> bytes:
     out = [_packet(f("TracePacket", "clock_snapshot", clocks),
                    f("TracePacket", "trusted_packet_sequence_id", SEQ_ID),
                    f("TracePacket", "sequence_flags", SEQ_CLEARED),
-                   f("TracePacket", "trace_packet_defaults", f("TracePacketDefaults", "timestamp_clock_id", SEQ_CLOCK)),
+                   f("TracePacket", "trace_packet_defaults", _defaults(default_uuid)),
                    f("TracePacket", "first_packet_on_sequence", True))]
 
     proc_uuid = {t.process: uuids[t.id] for t in trace.tracks if t.kind is TrackKind.PROCESS}
@@ -435,6 +451,31 @@ def _flow_lists(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return start, (order + 1).astype(np.uint64)
 
 
+def _default_uuid(uuids: list[int], *tracks: np.ndarray) -> int:
+    """The uuid of the track with the most event packets (a slice is two: its begin and its end), which
+    the sequence's TrackEventDefaults names so that its events leave their track_uuid out; 0 when
+    there are no events."""
+    if not uuids or not any(len(t) for t in tracks):
+        return 0
+    count = sum(np.bincount(t, minlength=len(uuids)) * (2 if i == 0 else 1) for i, t in enumerate(tracks))
+    return uuids[int(np.argmax(count))]
+
+
+def _ranked_iids(s_ids: np.ndarray, i_ids: np.ndarray, n: int, zero_used: bool
+                 ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """Iids for the string ids of the slices' and instants' names (or categories: ``zero_used``
+    False, where id 0 means none and stays 0): 1, 2, ... by how often each is used, the most used
+    first (ties by string id).  Returns the two columns as iids, and the string ids in iid order."""
+    count = np.bincount(s_ids, minlength=n) + np.bincount(i_ids, minlength=n)
+    if not zero_used:
+        count[0] = 0
+    order = np.argsort(-count, kind="stable")
+    used = order[:int(np.count_nonzero(count))]
+    iid = np.zeros(n, np.int32)
+    iid[used] = np.arange(1, len(used) + 1, dtype=np.int32)
+    return (iid[s_ids], iid[i_ids]), used
+
+
 def write(trace: Trace, out: BinaryIO) -> None:
     # a second thread, when there is a second core: pass 1 over the args beside the event stream's
     # sort, then half of each step's args (the kernels release the GIL)
@@ -456,17 +497,18 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
     if t0 < 0:
         raise ValueError("negative timestamps cannot be written to a Perfetto trace")
     uuids = [t.id + 1 for t in trace.tracks]
-    out.write(_header_packets(trace, uuids, t0))
+    s, ins, cnt, flows = trace.slices, trace.instants, trace.counters, trace.flows
+    s_track, i_track, c_track = _col(s.track, np.int32), _col(ins.track, np.int32), _col(cnt.track, np.int32)
+    default_uuid = _default_uuid(uuids, s_track, i_track, c_track)
+    out.write(_header_packets(trace, uuids, t0, default_uuid))
 
     report("writing Perfetto protobuf", 0, total)
-    s, ins, cnt, flows = trace.slices, trace.instants, trace.counters, trace.flows
-    s_name, i_name = _col(s.name, np.int32), _col(ins.name, np.int32)
-    s_cat, i_cat = _col(s.cat, np.int32), _col(ins.cat, np.int32)
     strings = trace.strings
-    for field, sids in ((_I_NAMES, np.unique(np.concatenate([s_name, i_name]))),
-                            (_I_CATS, np.unique(np.concatenate([s_cat, i_cat])))):
-        sids = sids[sids != 0] if field == _I_CATS else sids
-        _interned_packets(out, field, *_packed((sids + 1).tolist(), [_key(strings[i]) for i in sids.tolist()]))
+    # names and categories: each its own iid space, the most used first (the shortest varints)
+    (s_name, i_name), names = _ranked_iids(_col(s.name, np.int32), _col(ins.name, np.int32), len(strings), True)
+    (s_cat, i_cat), cats = _ranked_iids(_col(s.cat, np.int32), _col(ins.cat, np.int32), len(strings), False)
+    for field, sids in ((_I_NAMES, names), (_I_CATS, cats)):
+        _interned_packets(out, field, *_packed(list(range(1, len(sids) + 1)), [_key(strings[i]) for i in sids.tolist()]))
     _interned_packets(out, _I_ANN, *plan.annotation_names())
     _interned_packets(out, _I_STRINGS, *plan.string_values())
 
@@ -479,11 +521,11 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
 
     enc = _enc.EventEncoder(
         plan.table, (BEGIN, END, INSTANT, COUNTER), SEQ_ID, SEQ_NEEDS, np.asarray(uuids, np.int64),
-        (_col(s.track, np.int32), s_name, s_cat, _contiguous(plan.s_data, np.uint8), _contiguous(plan.s_off, np.int64)),
-        (_col(ins.track, np.int32), i_name, i_cat, _contiguous(plan.i_data, np.uint8), _contiguous(plan.i_off, np.int64)),
-        (_col(cnt.track, np.int32), _col(cnt.value, np.float64).view(np.uint64)),
+        (s_track, s_name, s_cat, _contiguous(plan.s_data, np.uint8), _contiguous(plan.s_off, np.int64)),
+        (i_track, i_name, i_cat, _contiguous(plan.i_data, np.uint8), _contiguous(plan.i_off, np.int64)),
+        (c_track, _col(cnt.value, np.float64).view(np.uint64)),
         _flow_lists(_col(flows.src, np.int64), n), _flow_lists(_col(flows.dst, np.int64), n),
-        t0, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62)
+        t0, default_uuid=default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62)
     # the stream a window at a time, each in steps: the annotations of a step's rows exist for that
     # step only
     done = 0
