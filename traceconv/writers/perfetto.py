@@ -40,6 +40,10 @@ Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
   value, which trace_processor shows as no arg, as it does for the same JSON;
   see :func:`value_fields` and :mod:`traceconv.writers.argtext` for the values
   no client loads as they are);
+* an event's packet holds, in this order, its sequence id and flags, its
+  ``track_event`` and last its timestamp (protobuf readers take fields in any
+  order; the one field that differs in every packet, after the event instead
+  of before it, makes the gzipped file about 6 % smaller);
 * flows as ``flow_ids`` on the source's begin and ``terminating_flow_ids`` on
   the destination's begin, one id per link of the model (a flow id in
   TrackEvent joins a chain, so a fan-out -- one source, several destinations --
