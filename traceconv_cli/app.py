@@ -494,6 +494,10 @@ class _PipeGuard:
 
 def main() -> None:
     """The ``traceconv`` command: every outcome is one of the documented exit codes."""
+    # traceconv does no linear algebra, and OpenBLAS otherwise starts a thread per core when numpy is
+    # imported (~50 ms of a command's start-up, and threads that spin beside the compiled core's
+    # workers); a user's own setting wins.  The command's process only: the library leaves it alone.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _install_signal_handlers()
     if sys.stdout is not None and not isinstance(sys.stdout, _PipeGuard):
         sys.stdout = _PipeGuard(sys.stdout)  # type: ignore[assignment]
