@@ -532,6 +532,8 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
         t0, default_uuid=default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62)
     # the stream a window at a time, each in steps: the annotations of a step's rows exist for that
     # step only
+    # with a second core, the next window is sorted beside the encoding of this one
+    ahead = pool.submit(next, windows, None) if pool is not None and window is not None else None
     done = 0
     while window is not None:
         time, kind, index = window
@@ -543,5 +545,6 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
             s.args.forget()
             ins.args.forget()
         done += size
-        window = next(windows, None)
+        window = ahead.result() if ahead is not None else next(windows, None)
+        ahead = pool.submit(next, windows, None) if pool is not None and window is not None else None
     argtext.warn(trace.diagnostics, plan.python.counts)
