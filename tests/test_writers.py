@@ -535,3 +535,44 @@ def test_compact_encoding_keeps_every_value(tmp_path):
          {"thread": "quiet", "name": "rare", "category": "c1", "dur": 10}]
         + [{"thread": "busy", "name": "common", "category": "c2", "dur": 50}] * 4)
     assert tp.problems(out) == []
+
+
+def _wire_fields(data: bytes) -> list[tuple[int, bytes]]:
+    """The top-level fields of a protobuf message, in the order they are on the wire: (number, raw
+    value: a varint's bytes, 8 or 4 bytes, or a length-delimited body)."""
+    def varint(i: int) -> tuple[int, int]:
+        v = shift = 0
+        while True:
+            b = data[i]
+            v, shift, i = v | (b & 0x7F) << shift, shift + 7, i + 1
+            if b < 0x80:
+                return v, i
+    out, i = [], 0
+    while i < len(data):
+        key, i = varint(i)
+        wire = key & 7
+        if wire == 0:
+            _, j = varint(i)
+        elif wire == 1:
+            j = i + 8
+        elif wire == 5:
+            j = i + 4
+        else:
+            n, i = varint(i)
+            j = i + n
+        out.append((key >> 3, data[i:j]))
+        i = j
+    return out
+
+
+def test_event_packets_end_with_their_timestamp(tmp_path):
+    """An event packet's fields are its sequence id, its flags, its track event and last its
+    timestamp: readers take fields in any order, and the one field that differs in every packet after
+    the event makes the gzipped file smaller (test_compact_encoding_keeps_every_value loads such a
+    file in trace_processor)."""
+    out = tmp_path / "k.pftrace"
+    traceconv.save(build(), out)
+    packets = [body for number, body in _wire_fields(out.read_bytes()) if number == 1]
+    events = [[n for n, _ in _wire_fields(p)] for p in packets if 11 in [n for n, _ in _wire_fields(p)]]
+    assert len(events) > 20
+    assert all(fields == [10, 13, 11, 8] for fields in events), events[:3]
