@@ -1024,16 +1024,18 @@ fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a 
     a.as_slice().map_err(|e| PyValueError::new_err(format!("a column that is not contiguous: {e}")))
 }
 
-/// EventEncoder(table, codes, seq_id, flags (0: no sequence_flags field), uuids, slices, instants, counters, flows_out,
-/// flows_in, last, default_uuid=0, parallel_rows=8192)
+/// EventEncoder(table, codes, seq_id, flags (0: no sequence_flags field), uuids, iids, slices, instants, counters,
+/// flows_out, flows_in, last, default_uuid=0, parallel_rows=8192)
 ///
 /// Pass 2: the packets of the writer's event stream, a step at a time ([`run`]).  `codes` are the
 /// stream's kind values for (begin, end, instant, counter); `uuids[track]` is a track's uuid, left
 /// out of the events on the track whose uuid is `default_uuid` (the sequence's
-/// `TrackEventDefaults.track_uuid`; 0: none); `slices` / `instants` are (track int32, name iid
-/// int32, category iid int32 (0: none), args data uint8, args offsets int64);
-/// `counters` (track int32, value bits uint64); `flows_out` / `flows_in` per slice (start int64
-/// of n + 1, ids uint64) -- `flow_ids` / `terminating_flow_ids`.  `last` is the time the first
+/// `TrackEventDefaults.track_uuid`; 0: none); `iids` are (name iids, category iids), each an int32
+/// per string id: the iid of an event whose name (category) is that string (a category iid 0: none);
+/// `slices` / `instants` are (track int32, name int32, category int32 (string ids), args data uint8,
+/// args offsets int64);
+/// `counters` (track int32, value bits uint64); `flows_out` / `flows_in` per flow, the slice it
+/// leaves from / arrives at (int64; the flow with index k has id k + 1) -- `flow_ids` / `terminating_flow_ids`.  `last` is the time the first
 /// event's delta is from.
 #[pyclass(module = "traceconv._core.encode")]
 pub struct EventEncoder {
@@ -1042,12 +1044,14 @@ pub struct EventEncoder {
     seq_id: u64,
     flags: u64,
     uuids: Vec<u64>,
+    name_iids: Vec<u64>,
+    cat_iids: Vec<u64>,
     default_uuid: u64,
     s: Cols,
     i: Cols,
     c: (Py<PyArray1<i32>>, Py<PyArray1<u64>>),
-    fo: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
-    fi: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
+    fo: Flows,
+    fi: Flows,
     #[pyo3(get, set)]
     last: i64,
     #[pyo3(get, set)]
@@ -1055,6 +1059,31 @@ pub struct EventEncoder {
     /// the predictions of pass 2 (one set per thread), kept from step to step
     preds_s: [Pred; 2],
     preds_i: [Pred; 2],
+}
+
+/// (slice, flow id) of every flow end of one kind, by slice then id: a slice's ids are a range
+/// found by binary search (a few kB for the flows of a million slices, where a dense start per
+/// slice took 2.8 MB).
+type Flows = Vec<(u32, u32)>;
+
+fn flow_ends(ends: &[i64], n: usize, what: &str) -> PyResult<Flows> {
+    if n >= u32::MAX as usize || ends.len() >= u32::MAX as usize {
+        return Err(PyValueError::new_err("EventEncoder: more than 2^32 slices or flows"));
+    }
+    let mut v = Vec::with_capacity(ends.len());
+    for (k, &e) in ends.iter().enumerate() {
+        let r = idx(e, n, what).map_err(PyValueError::new_err)?;
+        v.push((r as u32, k as u32 + 1));
+    }
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// The flow ids of slice `r`.
+fn ids_of(flows: &[(u32, u32)], r: usize) -> &[(u32, u32)] {
+    let lo = flows.partition_point(|&(s, _)| (s as usize) < r);
+    let hi = lo + flows[lo..].partition_point(|&(s, _)| s as usize == r);
+    &flows[lo..hi]
 }
 
 type Cols = (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>);
@@ -1067,8 +1096,8 @@ struct Ev<'a> {
     cat: u64,
     ann: &'a [u8],
     counter: Option<u64>,
-    fo: &'a [u64],
-    fi: &'a [u64],
+    fo: &'a [(u32, u32)],
+    fi: &'a [(u32, u32)],
 }
 
 /// A counter's value as `counter_value` (an int64 varint) when that is the same number in fewer
@@ -1133,13 +1162,13 @@ fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, default_uuid:
             encode_varint(ev.cat, out);
         }
         out.extend_from_slice(ev.ann);
-        for &f in ev.fo {
+        for &(_, f) in ev.fo {
             encode_key(E_FLOW, WireType::SixtyFourBit, out);
-            out.extend_from_slice(&f.to_le_bytes());
+            out.extend_from_slice(&(f as u64).to_le_bytes());
         }
-        for &f in ev.fi {
+        for &(_, f) in ev.fi {
             encode_key(E_TFLOW, WireType::SixtyFourBit, out);
-            out.extend_from_slice(&f.to_le_bytes());
+            out.extend_from_slice(&(f as u64).to_le_bytes());
         }
     }
     // the timestamp last: protobuf readers take fields in any order, and the one field that differs
@@ -1159,29 +1188,36 @@ fn idx(v: i64, n: usize, what: &str) -> Result<usize, String> {
 #[pymethods]
 impl EventEncoder {
     #[new]
-    #[pyo3(signature = (table, codes, seq_id, flags, uuids, slices, instants, counters, flows_out, flows_in, last,
-                        default_uuid = 0, parallel_rows = PARALLEL_ROWS))]
+    #[pyo3(signature = (table, codes, seq_id, flags, uuids, iids, slices, instants, counters, flows_out, flows_in,
+                        last, default_uuid = 0, parallel_rows = PARALLEL_ROWS))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         table: Py<ArgsTable>,
         codes: [i64; 4],
         seq_id: u64,
         flags: u64,
         uuids: Column<'_, i64>,
+        iids: (Column<'_, i32>, Column<'_, i32>),
         slices: Cols,
         instants: Cols,
         counters: (Py<PyArray1<i32>>, Py<PyArray1<u64>>),
-        flows_out: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
-        flows_in: (Py<PyArray1<i64>>, Py<PyArray1<u64>>),
+        flows_out: Column<'_, i64>,
+        flows_in: Column<'_, i64>,
         last: i64,
         default_uuid: u64,
         parallel_rows: usize,
-    ) -> Self {
+    ) -> PyResult<Self> {
+        let n = slices.0.bind(py).len()?;
+        let (fo, fi) = (flow_ends(&column(&flows_out), n, "flow source")?,
+                        flow_ends(&column(&flows_in), n, "flow destination")?);
         let uuids = column(&uuids).iter().map(|&u| u as u64).collect();
-        EventEncoder {
-            table, codes, seq_id, flags, uuids, default_uuid, s: slices, i: instants, c: counters, fo: flows_out, fi: flows_in,
+        let name_iids = column(&iids.0).iter().map(|&u| u.max(0) as u64).collect();
+        let cat_iids = column(&iids.1).iter().map(|&u| u.max(0) as u64).collect();
+        Ok(EventEncoder {
+            table, codes, seq_id, flags, uuids, name_iids, cat_iids, default_uuid, s: slices, i: instants, c: counters, fo, fi,
             last, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
-        }
+        })
     }
 
     /// run(time int64, kind int8/any int, index int64, fallback) -> bytes: the packets of these events
@@ -1206,12 +1242,10 @@ impl EventEncoder {
         let (it, inm, ic, id, io) = (arr(py, &self.i.0)?, arr(py, &self.i.1)?, arr(py, &self.i.2)?,
                                      arr(py, &self.i.3)?, arr(py, &self.i.4)?);
         let (ct, cb) = (arr(py, &self.c.0)?, arr(py, &self.c.1)?);
-        let (fos, foi, fis, fii) = (arr(py, &self.fo.0)?, arr(py, &self.fo.1)?, arr(py, &self.fi.0)?,
-                                    arr(py, &self.fi.1)?);
         let (st, sn, sc, sd, so) = (slice(&st)?, slice(&sn)?, slice(&sc)?, slice(&sd)?, slice(&so)?);
         let (it, inm, ic, id, io) = (slice(&it)?, slice(&inm)?, slice(&ic)?, slice(&id)?, slice(&io)?);
         let (ct, cb) = (slice(&ct)?, slice(&cb)?);
-        let (fos, foi, fis, fii) = (slice(&fos)?, slice(&foi)?, slice(&fis)?, slice(&fii)?);
+        let (fos, fis) = (&self.fo, &self.fi);
         let rows_s: Vec<i64> = (0..n).filter(|&e| kind[e] == k_begin).map(|e| index[e]).collect();
         let rows_i: Vec<i64> = (0..n).filter(|&e| kind[e] == k_instant).map(|e| index[e]).collect();
         let table = self.table.borrow(py);
@@ -1240,6 +1274,8 @@ impl EventEncoder {
             }
         }
         let (seq, flags, uuids, default_uuid) = (self.seq_id, self.flags, &self.uuids, self.default_uuid);
+        let (name_iids, cat_iids) = (&self.name_iids, &self.cat_iids);
+        let (nn, nc) = (name_iids.len(), cat_iids.len());
         let mut last = self.last;
         let out = py
             .detach(|| {
@@ -1264,11 +1300,10 @@ impl EventEncoder {
                             &sa[a0..se[js] as usize]
                         };
                         js += 1;
-                        let (f0, f1) = (fos[r] as usize, fos[r + 1] as usize);
-                        let (g0, g1) = (fis[r] as usize, fis[r + 1] as usize);
                         Ev { etype: TYPE_SLICE_BEGIN, uuid: uuids[idx(st[r] as i64, nt, "track")?],
-                             name: sn[r] as u64, cat: sc[r] as u64, ann, counter: None,
-                             fo: &foi[f0..f1], fi: &fii[g0..g1] }
+                             name: name_iids[idx(sn[r] as i64, nn, "name")?],
+                             cat: cat_iids[idx(sc[r] as i64, nc, "category")?], ann, counter: None,
+                             fo: ids_of(fos, r), fi: ids_of(fis, r) }
                     } else if k == k_instant {
                         let r = idx(index[e], it.len(), "instant")?;
                         let a0 = if ji == 0 { 0 } else { ie[ji - 1] as usize };
@@ -1280,7 +1315,8 @@ impl EventEncoder {
                         };
                         ji += 1;
                         Ev { etype: TYPE_INSTANT, uuid: uuids[idx(it[r] as i64, nt, "track")?],
-                             name: inm[r] as u64, cat: ic[r] as u64, ann, counter: None, fo: &[], fi: &[] }
+                             name: name_iids[idx(inm[r] as i64, nn, "name")?],
+                             cat: cat_iids[idx(ic[r] as i64, nc, "category")?], ann, counter: None, fo: &[], fi: &[] }
                     } else {
                         let r = idx(index[e], ct.len(), "counter")?;
                         Ev { etype: TYPE_COUNTER, uuid: uuids[idx(ct[r] as i64, nt, "track")?], name: 0, cat: 0,

@@ -447,14 +447,6 @@ def _contiguous(a: Any, dtype: Any) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=dtype)
 
 
-def _flow_lists(ends: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per slice, the ids (index + 1) of the flows with that end, in flow order: (start, ids)."""
-    order = np.argsort(ends, kind="stable")
-    start = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(ends, minlength=n), out=start[1:])
-    return start, (order + 1).astype(np.uint64)
-
-
 def _default_uuid(uuids: list[int], *tracks: np.ndarray) -> int:
     """The uuid of the track with the most event packets (a slice is two: its begin and its end), which
     the sequence's TrackEventDefaults names so that its events leave their track_uuid out; 0 when
@@ -465,11 +457,11 @@ def _default_uuid(uuids: list[int], *tracks: np.ndarray) -> int:
     return uuids[int(np.argmax(count))]
 
 
-def _ranked_iids(s_ids: np.ndarray, i_ids: np.ndarray, n: int, zero_used: bool
-                 ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+def _ranked_iids(s_ids: np.ndarray, i_ids: np.ndarray, n: int, zero_used: bool) -> tuple[np.ndarray, np.ndarray]:
     """Iids for the string ids of the slices' and instants' names (or categories: ``zero_used``
     False, where id 0 means none and stays 0): 1, 2, ... by how often each is used, the most used
-    first (ties by string id).  Returns the two columns as iids, and the string ids in iid order."""
+    first (ties by string id).  Returns the iid of each string id (int32; 0: not used), and the
+    string ids in iid order."""
     count = np.bincount(s_ids, minlength=n) + np.bincount(i_ids, minlength=n)
     if not zero_used:
         count[0] = 0
@@ -477,7 +469,7 @@ def _ranked_iids(s_ids: np.ndarray, i_ids: np.ndarray, n: int, zero_used: bool
     used = order[:int(np.count_nonzero(count))]
     iid = np.zeros(n, np.int32)
     iid[used] = np.arange(1, len(used) + 1, dtype=np.int32)
-    return (iid[s_ids], iid[i_ids]), used
+    return iid, used
 
 
 def write(trace: Trace, out: BinaryIO) -> None:
@@ -509,14 +501,15 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
     report("writing Perfetto protobuf", 0, total)
     strings = trace.strings
     # names and categories: each its own iid space, the most used first (the shortest varints)
-    (s_name, i_name), names = _ranked_iids(_col(s.name, np.int32), _col(ins.name, np.int32), len(strings), True)
-    (s_cat, i_cat), cats = _ranked_iids(_col(s.cat, np.int32), _col(ins.cat, np.int32), len(strings), False)
+    s_name, i_name = _col(s.name, np.int32), _col(ins.name, np.int32)
+    s_cat, i_cat = _col(s.cat, np.int32), _col(ins.cat, np.int32)
+    name_iids, names = _ranked_iids(s_name, i_name, len(strings), True)
+    cat_iids, cats = _ranked_iids(s_cat, i_cat, len(strings), False)
     for field, sids in ((_I_NAMES, names), (_I_CATS, cats)):
         _interned_packets(out, field, *_packed(list(range(1, len(sids) + 1)), [_key(strings[i]) for i in sids.tolist()]))
     _interned_packets(out, _I_ANN, *plan.annotation_names())
     _interned_packets(out, _I_STRINGS, *plan.string_values())
 
-    n = len(s)
     columns = (s.args, ins.args)
 
     def fallback(which: int, rows: np.ndarray) -> list[bytes]:
@@ -525,10 +518,11 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
 
     enc = _enc.EventEncoder(
         plan.table, (BEGIN, END, INSTANT, COUNTER), SEQ_ID, SEQ_NEEDS, np.asarray(uuids, np.int64),
+        (name_iids, cat_iids),
         (s_track, s_name, s_cat, _contiguous(plan.s_data, np.uint8), _contiguous(plan.s_off, np.int64)),
         (i_track, i_name, i_cat, _contiguous(plan.i_data, np.uint8), _contiguous(plan.i_off, np.int64)),
         (c_track, _col(cnt.value, np.float64).view(np.uint64)),
-        _flow_lists(_col(flows.src, np.int64), n), _flow_lists(_col(flows.dst, np.int64), n),
+        _col(flows.src, np.int64), _col(flows.dst, np.int64),
         t0, default_uuid=default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62)
     # the stream a window at a time, each in steps: the annotations of a step's rows exist for that
     # step only
