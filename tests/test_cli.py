@@ -196,10 +196,10 @@ def test_library_errors_name_parameters_and_the_cli_names_its_flags(tmp_path):
 
 
 def test_help_imports_no_numpy_and_names_every_grouping():
-    """``traceconv --help`` loads neither numpy nor pydantic (its start-up stays short), and the
-    summary's choices it prints are the library's."""
+    """``traceconv --help`` loads neither numpy nor pydantic nor the `open` verb's HTTP server (its
+    start-up stays short), and the summary's choices it prints are the library's."""
     code = ("import sys, traceconv_cli.app as a\n"
-            "print(sorted(m for m in ('numpy', 'pydantic', 'traceconv.api', 'traceconv._core') "
+            "print(sorted(m for m in ('numpy', 'pydantic', 'traceconv.api', 'traceconv._core', 'http.server') "
             "if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)

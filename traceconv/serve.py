@@ -17,7 +17,6 @@ The deep link the UI understands: ``https://ui.perfetto.dev/#!/?url=http://127.0
 from __future__ import annotations
 
 import errno
-import http.server
 import threading
 import urllib.parse
 from pathlib import Path
@@ -51,18 +50,19 @@ def deep_link(origin: str, port: int, name: str) -> str:
     return f"{origin}/#!/?url=http://{HOST}:{port}/{urllib.parse.quote(name)}"
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass                    # a client that went away is not an error worth a traceback
-
-
 def serve_once(path: str | Path, *, port: int = DEFAULT_PORT, origin: str = DEFAULT_ORIGIN,
                on_ready: Callable[[str], None] | None = None, timeout: float = DEFAULT_TIMEOUT) -> int:
     """Serve ``path`` until one client has received all of it.  ``on_ready`` gets the deep link.
     Returns the number of complete fetches (1)."""
+    import http.server          # here, not at the top: the CLI imports this module for its defaults
+
+    class _Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+        block_on_close = False
+
+        def handle_error(self, request: object, client_address: object) -> None:
+            pass                # a client that went away is not an error worth a traceback
+
     check_port(port)
     path = Path(path)
     origin = normalize_origin(origin)
