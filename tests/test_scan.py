@@ -483,3 +483,27 @@ def test_any_bytes_inside_an_event_array(a, b):
     text = b'{"ph":"X","name":"' + a + b'","ts":1,"dur":2,"args":{"k":' + b + b"}}]"
     S.scan(text, 0, 10, S.Strings())
     S.value_end(text, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(-3, 3), st.integers(-2**40, 2**40) | st.integers(-3, 3)),
+                         max_size=30), max_size=5))
+def test_pairs_give_each_pair_one_id_in_first_seen_order(batches):
+    """scan.Pairs: the reader's (pid, tid) table.  Each call gives every row its pair's id, and the
+    pairs it added in id order; ids are stable across calls (a dict gives the same)."""
+    pairs = _core.scan.Pairs()
+    ref: dict[tuple[int, int], int] = {}
+    for batch in batches:
+        pid = np.array([p for p, _ in batch], np.int64)
+        tid = np.array([t for _, t in batch], np.int64)
+        ids, new = pairs.ids(pid, tid)
+        expect_new = []
+        for pt in batch:
+            if pt not in ref:
+                ref[pt] = len(ref)
+                expect_new.append(pt)
+        assert ids.tolist() == [ref[pt] for pt in batch]
+        assert new == expect_new
+        assert len(pairs) == len(ref)
+    with pytest.raises(ValueError):
+        pairs.ids(np.zeros(2, np.int64), np.zeros(3, np.int64))

@@ -79,6 +79,8 @@ pub const SLOW: i32 = 1 << 15;
 /// Containers nested deeper than this inside one value (an event's args, a header value) stop
 /// the scan with `BAD`.
 pub const MAX_DEPTH: u32 = 63;
+/// At most this many bytes of room made for a call's args up front (more grows as needed).
+const MAX_ARGS_RESERVE: usize = 64 << 20;
 /// `ts`/`dur` of this many µs or more are left to the general decoder (as MAX_US in chrome.py).
 const MAX_US: i64 = 4_000_000_000_000_000;
 
@@ -139,6 +141,59 @@ fn intern(t: &mut Table, s: &str) -> i32 {
         return i as i32;
     }
     t.insert_full(s.into()).0 as i32
+}
+
+// ---------------------------------------------------------------- (pid, tid) pairs
+
+/// The (pid, tid) pairs the reader has placed, each with its id (the order it was first seen
+/// in): the reader keeps each pair's track in an array indexed by these ids, so that placing a
+/// batch of rows is one hash lookup per row here and one `thread()` call per new pair there.
+#[pyclass(frozen, module = "traceconv._core.scan")]
+pub struct Pairs {
+    table: Mutex<IndexSet<(i64, i64), FxBuildHasher>>,
+}
+
+#[pymethods]
+impl Pairs {
+    #[new]
+    fn new() -> Self {
+        Pairs {
+            table: Mutex::new(IndexSet::default()),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.table.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// ids(pid, tid) -> (ids, new): each row's pair id (int64), and the pairs this call added, in
+    /// id order.  Runs without the GIL.
+    #[allow(clippy::type_complexity)]
+    fn ids<'py>(
+        &self,
+        py: Python<'py>,
+        pid: Column<'py, i64>,
+        tid: Column<'py, i64>,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Vec<(i64, i64)>)> {
+        let (pid, tid) = (column(&pid), column(&tid));
+        if pid.len() != tid.len() {
+            return Err(PyValueError::new_err("ids: pid and tid of different lengths"));
+        }
+        let (ids, new) = py.detach(|| {
+            let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            let before = t.len();
+            let ids: Vec<i64> = pid
+                .iter()
+                .zip(tid.iter())
+                .map(|(&p, &q)| t.insert_full((p, q)).0 as i64)
+                .collect();
+            let new: Vec<(i64, i64)> = (before..t.len())
+                .filter_map(|k| t.get_index(k).copied())
+                .collect();
+            (ids, new)
+        });
+        Ok((ids.into_pyarray(py), new))
+    }
 }
 
 // ---------------------------------------------------------------- the columns
@@ -766,6 +821,9 @@ fn scan_str(
         v.reserve(rows);
     }
     c.args_off.reserve(rows);
+    // the compacted args are never longer than the text they come from: room for them once (the
+    // pages never written are never made resident), not by doubling and copying
+    c.args.reserve(n.saturating_sub(pos).min(MAX_ARGS_RESERVE));
     for v in [&mut c.flags, &mut c.name, &mut c.cat] {
         v.reserve(rows);
     }
@@ -995,6 +1053,7 @@ fn deep_spans(py: Python<'_>, data: &[u8], limit: usize) -> Vec<(usize, usize)> 
 pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(core.py(), "scan")?;
     m.add_class::<Strings>()?;
+    m.add_class::<Pairs>()?;
     m.add_function(wrap_pyfunction!(scan, &m)?)?;
     m.add_function(wrap_pyfunction!(compact, &m)?)?;
     m.add_function(wrap_pyfunction!(skip_ws, &m)?)?;

@@ -305,6 +305,8 @@ class ChromeReader:
         # int32: 2**31 events would be a file of ~500 GB
         self._bseq = array("i")        # per slice: the input position of the event that began it
         self._eseq = array("i")        # ... and of the one that ended it (-1: an X, closed lazily)
+        self._pairs: Any = None        # the (pid, tid) pairs of the scanner's rows (SCAN.Pairs) ...
+        self._pair_track = np.zeros(0, np.int32)     # ... and each one's track
 
     # ---- hooks for dialects -----------------------------------------------------------------
 
@@ -760,17 +762,24 @@ class ChromeReader:
         return ts, pid, self._tracks_of(pid, tid)
 
     def _tracks_of(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-        """The thread track of each (pid, tid) pair."""
-        lim = 1 << 31
-        if len(pid) and -lim <= pid.min() and pid.max() < lim and -lim <= tid.min() and tid.max() < lim:
-            keys, inv = np.unique((pid << 32) | (tid & 0xFFFF_FFFF), return_inverse=True)
-            pairs = [(k >> 32, ((k & 0xFFFF_FFFF) ^ 0x8000_0000) - 0x8000_0000) for k in keys.tolist()]
-        else:
-            u, inv = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-            pairs = [(int(p), int(t)) for p, t in u.tolist()]
-        thread = self.thread
-        track_of = np.array([thread(p, t).track for p, t in pairs], np.int32)
-        return track_of[inv.reshape(-1)]
+        """The thread track of each (pid, tid) pair: the pairs seen before are looked up in the
+        compiled pair table (:class:`SCAN.Pairs`: one hash lookup per row), the new ones get
+        their thread here -- in the order of the pairs sorted as one int64 key ``pid << 32 |
+        tid & 0xFFFF_FFFF`` when the batch is within int32, else by (pid, tid) (the order a sort
+        of the batch's pairs gave them before the table; thread ids follow it)."""
+        if self._pairs is None:
+            self._pairs = SCAN.Pairs()
+        ids, new = self._pairs.ids(pid, tid)
+        if new:
+            lim = 1 << 31
+            if -lim <= pid.min() and pid.max() < lim and -lim <= tid.min() and tid.max() < lim:
+                key = (lambda pt: (pt[0] << 32) | (pt[1] & 0xFFFF_FFFF))
+            else:
+                key = None
+            thread = self.thread
+            made = {pt: thread(*pt).track for pt in sorted(new, key=key)}
+            self._pair_track = np.concatenate([self._pair_track, np.array([made[pt] for pt in new], np.int32)])
+        return self._pair_track[ids]
 
     def _take_rows(self, buf: bytes, cols: Rows, new_strings: list[str], n: int,
                    seq0: int) -> None:
