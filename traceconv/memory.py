@@ -30,18 +30,52 @@ def _c() -> "ctypes.CDLL | None":
     return _libc  # type: ignore[return-value]
 
 
+MMAP_THRESHOLD = 1 << 20           # see above
+STREAM_MMAP_THRESHOLD = 4 << 20    # while a file's text streams through (see streaming())
+
+
+def _set_threshold(n: int) -> None:
+    try:
+        libc = _c()
+        if libc is not None:
+            libc.mallopt(M_MMAP_THRESHOLD, n)
+    except AttributeError:
+        pass
+
+
 def give_back_freed_memory() -> None:
     """Fix glibc's mmap threshold at 1 MB for this process (once)."""
     global _done
     if _done:
         return
     _done = True
-    try:
-        libc = _c()
-        if libc is not None:
-            libc.mallopt(M_MMAP_THRESHOLD, 1 << 20)
-    except AttributeError:
-        pass
+    _set_threshold(MMAP_THRESHOLD)
+
+
+_streaming = False
+
+
+def stream_start() -> None:
+    """While a big file's text streams through, a block (2 MB) and a batch's columns at a time:
+    blocks of up to 4 MB come from the heap, where the next block reuses the space the last one
+    freed, instead of each being a new mapping that the system zeroes page by page and unmaps
+    again (on 1M Kineto events: ~0.5 s of CPU less, much of it in the thread that reads the
+    file; the reading's peak a few MB higher, below the writer's).  :func:`stream_end` sets the
+    threshold back to 1 MB."""
+    global _streaming
+    give_back_freed_memory()
+    _set_threshold(STREAM_MMAP_THRESHOLD)
+    _streaming = True
+
+
+def stream_end() -> None:
+    """The stream is read: the mmap threshold back to 1 MB and the heap's free space back to the
+    system (once; later calls do nothing)."""
+    global _streaming
+    if _streaming:
+        _streaming = False
+        _set_threshold(MMAP_THRESHOLD)
+        trim()
 
 
 def trim() -> None:
