@@ -970,7 +970,6 @@ fn compact<'py>(
 
 /// One category of a batch's rows (see [`split`]): the rows, their place, names and times, and
 /// (X rows and instants) their args gathered back to back.
-#[derive(Default)]
 struct Part {
     rows: Vec<i64>,
     ts: Vec<i64>,
@@ -991,10 +990,21 @@ struct Part {
 }
 
 impl Part {
-    fn new() -> Self {
+    /// Room for `rows` rows and `text` bytes of args.
+    fn with_room(rows: usize, text: usize) -> Self {
         Part {
+            rows: Vec::with_capacity(rows),
+            ts: Vec::with_capacity(rows),
+            pid: Vec::with_capacity(rows),
+            tid: Vec::with_capacity(rows),
+            name: Vec::with_capacity(rows),
+            cat: Vec::with_capacity(rows),
+            args: Vec::with_capacity(text),
+            lens: Vec::with_capacity(rows),
+            val: Vec::with_capacity(rows),
+            letter: Vec::with_capacity(rows),
+            bp_e: Vec::with_capacity(rows),
             top: i64::MIN,
-            ..Part::default()
         }
     }
 
@@ -1100,26 +1110,44 @@ fn split<'py>(
                 .copied()
                 .ok_or_else(|| format!("split: string {k} has no model id"))
         };
-        let (mut x, mut f, mut i) = (Part::new(), Part::new(), Part::new());
-        let mut rest = Vec::new();
+        // which part each row goes to (3: the rest), and each part's size: the parts' columns
+        // are made once at their size, not by doubling
+        let kind: Vec<u8> = (0..n)
+            .map(|r| {
+                let (fl, p) = (flags[r], ph[r]);
+                if fl & (SLOW | F_TS | F_PH) != (F_TS | F_PH) {
+                    3
+                } else if p == b'X' && fl & F_DUR != 0 && dur[r] >= 0 {
+                    0
+                } else if matches!(p, b's' | b't' | b'f') && fl & F_ID != 0 {
+                    1
+                } else if matches!(p, b'i' | b'I' | b'R') && fl & F_ID == 0 {
+                    2
+                } else {
+                    3
+                }
+            })
+            .collect();
+        let (mut rows, mut text) = ([0usize; 4], [0usize; 4]);
+        for (r, &k) in kind.iter().enumerate() {
+            rows[k as usize] += 1;
+            let (lo, hi) = (args_off[r], args_off[r + 1]);
+            text[k as usize] += usize::try_from(hi.saturating_sub(lo)).unwrap_or(0);
+        }
+        let (mut x, mut f, mut i) = (
+            Part::with_room(rows[0], text[0]),
+            Part::with_room(rows[1], 0),
+            Part::with_room(rows[2], text[2]),
+        );
+        let mut rest = Vec::with_capacity(rows[3]);
         for r in 0..n {
-            let fl = flags[r];
-            let p = ph[r];
-            let part = if fl & (SLOW | F_TS | F_PH) != (F_TS | F_PH) {
-                None
-            } else if p == b'X' && fl & F_DUR != 0 && dur[r] >= 0 {
-                Some(0)
-            } else if matches!(p, b's' | b't' | b'f') && fl & F_ID != 0 {
-                Some(1)
-            } else if matches!(p, b'i' | b'I' | b'R') && fl & F_ID == 0 {
-                Some(2)
-            } else {
-                None
-            };
-            let Some(k) = part else {
+            let k = kind[r];
+            if k == 3 {
                 rest.push(r as i64);
                 continue;
-            };
+            }
+            let fl = flags[r];
+            let p = ph[r];
             let part = match k {
                 0 => &mut x,
                 1 => &mut f,
