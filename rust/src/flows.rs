@@ -12,7 +12,7 @@ use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::nest::{column, Column};
+use crate::nest::{column, sorted, Column};
 
 const NONE: usize = usize::MAX;
 
@@ -50,41 +50,6 @@ impl Slices<'_> {
         let end = self.end(i);
         end > ts || (end == ts && (self.eseq[i] < 0 || i64::from(self.eseq[i]) > seq))
     }
-}
-
-/// The indices `0..n` sorted by `major(i)` (track, time), then `minor(i)`, then `i`.
-///
-/// Sorted as 16-byte keys (track, time, index) and then each run of one (track, time) by its
-/// minor key: at 630k slices the keys take 10 MB where whole (track, time, -dur, bseq, index)
-/// tuples took 25 MB, which was the peak of a whole 1M-event conversion's memory.  The indices
-/// are `u32` (the model numbers slices with `int32` begin positions; `bind` checks the counts).
-fn sorted(
-    n: usize,
-    major: impl Fn(usize) -> (i32, i64),
-    minor: impl Fn(usize) -> (i64, i64),
-) -> Vec<u32> {
-    let mut keys: Vec<(i32, i64, u32)> = (0..n)
-        .map(|i| {
-            let (a, b) = major(i);
-            (a, b, i as u32)
-        })
-        .collect();
-    keys.sort_unstable();
-    let mut order: Vec<u32> = keys.iter().map(|k| k.2).collect();
-    drop(keys);
-    let mut a = 0;
-    while a < n {
-        let first = major(order[a] as usize);
-        let mut b = a + 1;
-        while b < n && major(order[b] as usize) == first {
-            b += 1;
-        }
-        if b - a > 1 {
-            order[a..b].sort_unstable_by_key(|&i| (minor(i as usize), i));
-        }
-        a = b;
-    }
-    order
 }
 
 /// For each point, the slice it binds to (-1: none).
