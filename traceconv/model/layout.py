@@ -89,8 +89,9 @@ def nest(trace: Trace) -> None:
             moved[int(t)] = int(c)
         s.track = array("i")
         s.track.frombytes(memoryview(new_track).cast("B"))
+        del keys, uniq, inv, pos, first, made, new_track      # (before the trim: ~8 MB at 630k slices)
     s.depth, s.parent = depth, parent
-    del order, lanes, lane
+    del order, lanes, lane, ts, dur, track
     memory.trim()
     if moved:
         names = sorted({trace.track_label(trace.tracks[t]) or "unnamed track" for t in moved})
