@@ -85,7 +85,10 @@ pub fn bind_kernel(s: &Slices, q: &Points) -> Vec<i64> {
             if !q.enc[pt] {
                 // the next slice to begin: later, or at the same time but after it in the file
                 let mut k = a + s_order[a..b].partition_point(|&i| s.ts[i as usize] < ts);
-                while k < b && s.ts[s_order[k] as usize] == ts && i64::from(s.bseq[s_order[k] as usize]) < seq {
+                while k < b
+                    && s.ts[s_order[k] as usize] == ts
+                    && i64::from(s.bseq[s_order[k] as usize]) < seq
+                {
                     k += 1;
                 }
                 out[pt] = if k < b { i64::from(s_order[k]) } else { -1 };
@@ -245,7 +248,9 @@ fn bind<'py>(
         &[q_track.len(), q_ts.len(), q_seq.len(), q_enc.len()],
     )?;
     if s_ts.len() > u32::MAX as usize || q_ts.len() > u32::MAX as usize {
-        return Err(PyValueError::new_err("bind: more than 2^32 slices or points"));
+        return Err(PyValueError::new_err(
+            "bind: more than 2^32 slices or points",
+        ));
     }
     let out = py.detach(|| {
         let s = Slices {

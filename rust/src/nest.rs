@@ -262,7 +262,6 @@ pub(crate) fn sorted(
     order
 }
 
-
 /// slice_order(ts, dur, track) -> int64 array: the slices by (track, start, longer first, index),
 /// the order `nest` takes.
 #[pyfunction]

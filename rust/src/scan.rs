@@ -177,7 +177,9 @@ impl Pairs {
     ) -> PyResult<(Bound<'py, PyArray1<i64>>, Vec<(i64, i64)>)> {
         let (pid, tid) = (column(&pid), column(&tid));
         if pid.len() != tid.len() {
-            return Err(PyValueError::new_err("ids: pid and tid of different lengths"));
+            return Err(PyValueError::new_err(
+                "ids: pid and tid of different lengths",
+            ));
         }
         let (ids, new) = py.detach(|| {
             let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
