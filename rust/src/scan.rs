@@ -36,6 +36,13 @@
 //! it was removed); `tests/test_scan.py` keeps a pure-Python reference of them and compares.
 //! Nothing here panics on any input (every index is checked first, no unwrap): bad text is a
 //! status, bad arguments a ValueError.
+//!
+//! Beside the scanner, the two steps the reader takes with each batch of rows: [`split`] sorts
+//! them into complete events, flow points and instants of the plain shape (and the rest, for the
+//! general decoder) and gathers each part's columns and args in one pass, and [`Pairs`] numbers
+//! their (pid, tid) pairs.  Both replaced NumPy masks and gathers (~40 array operations and an
+//! `np.unique` per batch) that cost the reading thread more than the scan itself saved it; the
+//! NumPy statement of `split` is `split_reference` in `tests/test_scan.py`.
 
 use indexmap::IndexSet;
 use numpy::{IntoPyArray, PyArray1};
