@@ -54,6 +54,21 @@ def test_blocks_cut_anywhere(tmp_path, monkeypatch):
         assert list(t.slices.ts) == [1000, 2000]
 
 
+@pytest.mark.parametrize("seam", [1, 40, 1 << 16])
+def test_events_cut_between_blocks_whatever_the_seam(seam, monkeypatch):
+    """The event cut by a block's end is scanned from its two pieces joined with the start of the
+    next block (SEAM_BYTES of it); an event longer than that, or the array's end, takes the whole
+    block.  Either way the same timeline as the whole-document decoder's."""
+    monkeypatch.setattr(chrome, "SEAM_BYTES", seam)
+    for path in [p for p in FILES if p.parent.name in ("kineto", "composer")][:4]:
+        whole = read(path, None, monkeypatch)
+        for chunk in (1500, 333):
+            chunked = read(path, chunk, monkeypatch)
+            assert_same_timeline(from_model(whole), from_model(chunked))
+            assert {(w.code, w.message, w.count) for w in whole.diagnostics.warnings} == \
+                   {(w.code, w.message, w.count) for w in chunked.diagnostics.warnings}
+
+
 def test_a_document_the_chunks_cannot_read_falls_back(tmp_path, monkeypatch):
     """A truncated file (no closing bracket) is read by the repairing whole-document path."""
     src = FIX / "mxnet_trace" / "generated_mxnet191_continuous_dump_midrun_TRUNCATED.json"

@@ -76,3 +76,33 @@ def test_a_column_that_cannot_spill_stays_in_memory(spill_at_once, monkeypatch):
     monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
     fresh = ArgsColumn([b'{"c":3}'] * 3)                # no file at all: never spills
     assert not fresh.spilled and list(fresh) == [b'{"c":3}'] * 3
+
+
+@given(st.lists(rows, max_size=5))
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_spilled_column_takes_big_batches_straight_to_its_file(spill_at_once, monkeypatch, batches):
+    """extend_packed on a spilled column writes a batch of DIRECT_BYTES or more straight to the
+    file (no copy kept in memory); mixed with small batches and appends, the rows are the same."""
+    monkeypatch.setattr(model_args, "DIRECT_BYTES", 8)
+    col = ArgsColumn([b'{"first":0}'])
+    want = [b'{"first":0}']
+    for k, batch in enumerate(batches):
+        col.extend_packed(np.frombuffer(b"".join(r or b"" for r in batch), np.uint8),
+                          [len(r or b"") for r in batch])
+        want += batch
+        if k % 2:
+            col.append(b'{"x":1}')
+            want.append(b'{"x":1}')
+        assert col.spilled and not len(col._data) > model_args.SPILL_FLUSH
+    assert list(col) == want
+
+
+def test_a_big_batch_that_cannot_be_written_stays_in_memory(spill_at_once, monkeypatch):
+    monkeypatch.setattr(model_args, "DIRECT_BYTES", 8)
+    col = ArgsColumn([b'{"a":1}'])
+    assert col.spilled
+    monkeypatch.setattr(model_args, "_write_at", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "full")))
+    rows_ = [b'{"big":"' + b"x" * 40 + b'"}', None, b'{"c":3}']
+    col.extend_packed(np.frombuffer(b"".join(r or b"" for r in rows_), np.uint8), [len(r or b"") for r in rows_])
+    assert not col.spilled
+    assert list(col) == [b'{"a":1}'] + rows_

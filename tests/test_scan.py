@@ -483,3 +483,113 @@ def test_any_bytes_inside_an_event_array(a, b):
     text = b'{"ph":"X","name":"' + a + b'","ts":1,"dur":2,"args":{"k":' + b + b"}}]"
     S.scan(text, 0, 10, S.Strings())
     S.value_end(text, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(-3, 3), st.integers(-2**40, 2**40) | st.integers(-3, 3)),
+                         max_size=30), max_size=5))
+def test_pairs_give_each_pair_one_id_in_first_seen_order(batches):
+    """scan.Pairs: the reader's (pid, tid) table.  Each call gives every row its pair's id, and the
+    pairs it added in id order; ids are stable across calls (a dict gives the same)."""
+    pairs = _core.scan.Pairs()
+    ref: dict[tuple[int, int], int] = {}
+    for batch in batches:
+        pid = np.array([p for p, _ in batch], np.int64)
+        tid = np.array([t for _, t in batch], np.int64)
+        ids, new = pairs.ids(pid, tid)
+        expect_new = []
+        for pt in batch:
+            if pt not in ref:
+                ref[pt] = len(ref)
+                expect_new.append(pt)
+        assert ids.tolist() == [ref[pt] for pt in batch]
+        assert new == expect_new
+        assert len(pairs) == len(ref)
+    with pytest.raises(ValueError):
+        pairs.ids(np.zeros(2, np.int64), np.zeros(3, np.int64))
+
+
+def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dict:
+    """What ``scan.split`` gives, as the reader computed it with NumPy before the kernel (the masks
+    of ``ChromeReader._take_rows``)."""
+    flags, ph = c["flags"], c["ph"]
+    name_id = np.where(c["name"] >= 0, smap[np.maximum(c["name"], 0)], 0) if len(smap) else np.zeros(len(flags), np.int32)
+    cat_id = np.where(c["cat"] >= 0, smap[np.maximum(c["cat"], 0)], 0) if len(smap) else np.zeros(len(flags), np.int32)
+    need = S.F_TS | S.F_DUR | S.F_PH
+    x = ((flags & (S.SLOW | need)) == need) & (ph == ord("X")) & (c["dur"] >= 0)
+    need = S.F_TS | S.F_ID | S.F_PH
+    f = ((flags & (S.SLOW | need)) == need) & np.isin(ph, list(b"stf"))
+    need = S.F_TS | S.F_PH
+    i = ((flags & (S.SLOW | need | S.F_ID)) == need) & np.isin(ph, list(b"iIR"))
+    out: dict = {"rest": np.flatnonzero(~(x | f | i))}
+    pid = np.where(flags & S.F_PID, c["pid"], 0)
+    tid = np.where(flags & S.F_TID, c["tid"], 0 if tid_zero else pid)
+    for pre, m in (("x_", x), ("f_", f), ("i_", i)):
+        rows = np.flatnonzero(m)
+        out[pre + "rows"] = rows
+        out[pre + "ts"] = c["ts"][rows] + base
+        out[pre + "pid"], out[pre + "tid"] = pid[rows], tid[rows]
+        out[pre + "name"], out[pre + "cat"] = name_id[rows], cat_id[rows]
+        if pre != "f_":
+            out[pre + "args"] = b"".join(c["args"][c["args_off"][r]:c["args_off"][r + 1]].tobytes() for r in rows)
+            out[pre + "lens"] = np.diff(c["args_off"])[rows]
+    out["x_val"], out["f_val"] = c["dur"][x], c["id"][f]
+    out["f_letter"] = ph[f]
+    out["f_bp_e"] = ((flags[f] & S.F_BP) != 0) & (c["bp"][f] == ord("e"))
+    out["i_letter"] = np.where(flags[i] & S.F_S, c["s"][i], ord("t"))
+    ends = {"x_": out["x_ts"] + out["x_val"], "f_": out["f_ts"], "i_": out["i_ts"]}
+    for pre, e in ends.items():
+        out[pre + "top"] = int(e.max()) if len(e) else -(2**63)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_split_matches_the_numpy_reference(data):
+    """scan.split sorts a batch's rows into X, flow and instant parts (and the rest) in one pass:
+    the same rows, places, ids, args and latest times as the NumPy masks it replaced."""
+    n = data.draw(st.integers(0, 40))
+    ints = lambda lo, hi, t: np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), t)  # noqa: E731
+    bits = [S.F_NAME, S.F_CAT, S.F_TS, S.F_DUR, S.F_PID, S.F_TID, S.F_ID, S.F_ARGS, S.F_S, S.F_BP, S.F_PH, S.SLOW]
+    flags = np.array([sum(b for b in bits if data.draw(st.booleans()) or b in (S.F_TS, S.F_PH) and
+                          data.draw(st.booleans())) for _ in range(n)], np.int32)
+    nstr = data.draw(st.integers(0, 5))
+    lens = ints(0, 6, np.int64)
+    c = {"flags": flags, "ph": np.array(data.draw(st.lists(st.sampled_from(list(b"XstfiIRBEMC\0")), min_size=n,
+                                                           max_size=n)), np.uint8),
+         "name": ints(-1, nstr - 1, np.int32), "cat": ints(-1, nstr - 1, np.int32),
+         "ts": ints(-10**15, 10**15, np.int64), "dur": ints(-5, 10**9, np.int64),
+         "pid": ints(-3, 2**40, np.int64), "tid": ints(-3, 9, np.int64), "id": ints(-2**62, 2**62, np.int64),
+         "s": np.array(data.draw(st.lists(st.sampled_from(list(b"gpt\0")), min_size=n, max_size=n)), np.uint8),
+         "bp": np.array(data.draw(st.lists(st.sampled_from(list(b"e\0x")), min_size=n, max_size=n)), np.uint8),
+         "args_off": np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)}
+    c["args"] = np.frombuffer(bytes(data.draw(st.binary(min_size=int(lens.sum()), max_size=int(lens.sum())))),
+                              np.uint8)
+    smap = np.array(data.draw(st.lists(st.integers(0, 100), min_size=nstr, max_size=nstr)), np.int32)
+    base = data.draw(st.integers(0, 2**61))
+    tid_zero = data.draw(st.booleans())
+    got = S.split(c["flags"], c["ph"], c["name"], c["cat"], c["ts"], c["dur"], c["pid"], c["tid"], c["id"],
+                  c["s"], c["bp"], c["args"], c["args_off"], smap, base, tid_zero)
+    want = split_reference(c, smap, base, tid_zero)
+    for k, w in want.items():
+        g = got[k]
+        if k.endswith("args"):
+            assert g.tobytes() == w, k
+        elif k.endswith("top"):
+            assert g == w, k
+        else:
+            assert g.tolist() == w.tolist(), k
+
+
+def test_split_refuses_columns_that_do_not_fit():
+    z8, z32, z64 = np.zeros(2, np.uint8), np.zeros(2, np.int32), np.zeros(2, np.int64)
+    with pytest.raises(ValueError):            # args_off one short
+        S.split(z32, z8, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, z64, np.zeros(1, np.int32), 0, False)
+    flags = np.full(2, S.F_TS | S.F_PH, np.int32)
+    ph = np.array(list(b"ii"), np.uint8)
+    with pytest.raises(ValueError):            # a string with no model id
+        S.split(flags, ph, np.array([3, 0], np.int32), z32, z64, z64, z64, z64, z64, z8, z8, z8,
+                np.zeros(3, np.int64), np.zeros(1, np.int32), 0, False)
+    with pytest.raises(ValueError):            # args outside the data
+        S.split(flags, ph, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, np.array([0, 5, 9]),
+                np.zeros(1, np.int32), 0, False)

@@ -12,7 +12,7 @@ use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::nest::{column, Column};
+use crate::nest::{column, sorted, Column};
 
 const NONE: usize = usize::MAX;
 
@@ -57,47 +57,45 @@ pub fn bind_kernel(s: &Slices, q: &Points) -> Vec<i64> {
     let (ns, nq) = (s.ts.len(), q.ts.len());
     // slices by (track, start, longer first, begin's file position); points by (track, time, file
     // position); the index breaks the last ties, as a stable sort would
-    let mut keys: Vec<(i32, i64, i64, i32, usize)> = (0..ns)
-        .map(|i| (s.track[i], s.ts[i], s.dur[i].wrapping_neg(), s.bseq[i], i))
-        .collect();
-    keys.sort();
-    let s_order: Vec<usize> = keys.into_iter().map(|k| k.4).collect();
-    let mut keys: Vec<(i32, i64, i64, usize)> = (0..nq)
-        .map(|i| (q.track[i], q.ts[i], q.seq[i], i))
-        .collect();
-    keys.sort();
-    let q_order: Vec<usize> = keys.into_iter().map(|k| k.3).collect();
-
+    let s_order = sorted(
+        ns,
+        |i| (s.track[i], s.ts[i]),
+        |i| (s.dur[i].wrapping_neg(), i64::from(s.bseq[i])),
+    );
+    let q_order = sorted(nq, |i| (q.track[i], q.ts[i]), |i| (q.seq[i], 0));
     let mut out = vec![-1i64; nq];
     let mut stack: Vec<usize> = Vec::new(); // the open slices of the current track
     let mut a = 0; // the current track's slices: s_order[a..b]
     let mut qi = 0;
     while qi < nq {
-        let track = q.track[q_order[qi]];
-        while a < ns && s.track[s_order[a]] < track {
+        let track = q.track[q_order[qi] as usize];
+        while a < ns && s.track[s_order[a] as usize] < track {
             a += 1;
         }
         let mut b = a;
-        while b < ns && s.track[s_order[b]] == track {
+        while b < ns && s.track[s_order[b] as usize] == track {
             b += 1;
         }
         stack.clear();
         let mut p = a;
-        while qi < nq && q.track[q_order[qi]] == track {
-            let pt = q_order[qi];
+        while qi < nq && q.track[q_order[qi] as usize] == track {
+            let pt = q_order[qi] as usize;
             qi += 1;
             let (ts, seq) = (q.ts[pt], q.seq[pt]);
             if !q.enc[pt] {
                 // the next slice to begin: later, or at the same time but after it in the file
-                let mut k = a + s_order[a..b].partition_point(|&i| s.ts[i] < ts);
-                while k < b && s.ts[s_order[k]] == ts && i64::from(s.bseq[s_order[k]]) < seq {
+                let mut k = a + s_order[a..b].partition_point(|&i| s.ts[i as usize] < ts);
+                while k < b
+                    && s.ts[s_order[k] as usize] == ts
+                    && i64::from(s.bseq[s_order[k] as usize]) < seq
+                {
                     k += 1;
                 }
-                out[pt] = if k < b { s_order[k] as i64 } else { -1 };
+                out[pt] = if k < b { i64::from(s_order[k]) } else { -1 };
                 continue;
             }
-            while p < b && s.ts[s_order[p]] < ts {
-                let i = s_order[p];
+            while p < b && s.ts[s_order[p] as usize] < ts {
+                let i = s_order[p] as usize;
                 let start = s.ts[i];
                 while let Some(&t) = stack.last() {
                     if s.ts[t] <= start && start < s.end(t) {
@@ -116,9 +114,9 @@ pub fn bind_kernel(s: &Slices, q: &Points) -> Vec<i64> {
             }
             let mut best = stack.last().copied().unwrap_or(NONE);
             let mut k = p;
-            while k < b && s.ts[s_order[k]] == ts {
-                if s.is_open(s_order[k], ts, seq) {
-                    best = s_order[k];
+            while k < b && s.ts[s_order[k] as usize] == ts {
+                if s.is_open(s_order[k] as usize, ts, seq) {
+                    best = s_order[k] as usize;
                 }
                 k += 1;
             }
@@ -249,6 +247,11 @@ fn bind<'py>(
         "bind (points)",
         &[q_track.len(), q_ts.len(), q_seq.len(), q_enc.len()],
     )?;
+    if s_ts.len() > u32::MAX as usize || q_ts.len() > u32::MAX as usize {
+        return Err(PyValueError::new_err(
+            "bind: more than 2^32 slices or points",
+        ));
+    }
     let out = py.detach(|| {
         let s = Slices {
             ts: &s_ts,

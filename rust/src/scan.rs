@@ -36,6 +36,13 @@
 //! it was removed); `tests/test_scan.py` keeps a pure-Python reference of them and compares.
 //! Nothing here panics on any input (every index is checked first, no unwrap): bad text is a
 //! status, bad arguments a ValueError.
+//!
+//! Beside the scanner, the two steps the reader takes with each batch of rows: [`split`] sorts
+//! them into complete events, flow points and instants of the plain shape (and the rest, for the
+//! general decoder) and gathers each part's columns and args in one pass, and [`Pairs`] numbers
+//! their (pid, tid) pairs.  Both replaced NumPy masks and gathers (~40 array operations and an
+//! `np.unique` per batch) that cost the reading thread more than the scan itself saved it; the
+//! NumPy statement of `split` is `split_reference` in `tests/test_scan.py`.
 
 use indexmap::IndexSet;
 use numpy::{IntoPyArray, PyArray1};
@@ -79,6 +86,8 @@ pub const SLOW: i32 = 1 << 15;
 /// Containers nested deeper than this inside one value (an event's args, a header value) stop
 /// the scan with `BAD`.
 pub const MAX_DEPTH: u32 = 63;
+/// At most this many bytes of room made for a call's args up front (more grows as needed).
+const MAX_ARGS_RESERVE: usize = 64 << 20;
 /// `ts`/`dur` of this many µs or more are left to the general decoder (as MAX_US in chrome.py).
 const MAX_US: i64 = 4_000_000_000_000_000;
 
@@ -141,6 +150,61 @@ fn intern(t: &mut Table, s: &str) -> i32 {
     t.insert_full(s.into()).0 as i32
 }
 
+// ---------------------------------------------------------------- (pid, tid) pairs
+
+/// The (pid, tid) pairs the reader has placed, each with its id (the order it was first seen
+/// in): the reader keeps each pair's track in an array indexed by these ids, so that placing a
+/// batch of rows is one hash lookup per row here and one `thread()` call per new pair there.
+#[pyclass(frozen, module = "traceconv._core.scan")]
+pub struct Pairs {
+    table: Mutex<IndexSet<(i64, i64), FxBuildHasher>>,
+}
+
+#[pymethods]
+impl Pairs {
+    #[new]
+    fn new() -> Self {
+        Pairs {
+            table: Mutex::new(IndexSet::default()),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.table.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// ids(pid, tid) -> (ids, new): each row's pair id (int64), and the pairs this call added, in
+    /// id order.  Runs without the GIL.
+    #[allow(clippy::type_complexity)]
+    fn ids<'py>(
+        &self,
+        py: Python<'py>,
+        pid: Column<'py, i64>,
+        tid: Column<'py, i64>,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Vec<(i64, i64)>)> {
+        let (pid, tid) = (column(&pid), column(&tid));
+        if pid.len() != tid.len() {
+            return Err(PyValueError::new_err(
+                "ids: pid and tid of different lengths",
+            ));
+        }
+        let (ids, new) = py.detach(|| {
+            let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            let before = t.len();
+            let ids: Vec<i64> = pid
+                .iter()
+                .zip(tid.iter())
+                .map(|(&p, &q)| t.insert_full((p, q)).0 as i64)
+                .collect();
+            let new: Vec<(i64, i64)> = (before..t.len())
+                .filter_map(|k| t.get_index(k).copied())
+                .collect();
+            (ids, new)
+        });
+        Ok((ids.into_pyarray(py), new))
+    }
+}
+
 // ---------------------------------------------------------------- the columns
 
 /// One call's rows.
@@ -185,8 +249,9 @@ enum Key {
 }
 
 thread_local! {
-    /// The args object being read, compacted (one buffer per scanning thread, reused: no
-    /// allocation per event).
+    /// The args of the rows being scanned (`Cols::args`, lent here while serde_json reads one
+    /// event, so that its visitor compacts the args object straight after the rows before it: no
+    /// copy per event).
     static ARGS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -201,7 +266,8 @@ enum Val<'de> {
 }
 
 /// An event as its visitor reads it, member by member in text order (strings borrowed from the
-/// text): the row's fields and flags; its last args object without whitespace is in `ARGS`.
+/// text): the row's fields and flags; its last args object without whitespace is at the end of
+/// `ARGS`, from `args_at` on.
 /// Names and categories are interned only once the whole event is read (`strs`).
 struct RawEvent<'de> {
     /// F_* bits, and SLOW
@@ -218,6 +284,8 @@ struct RawEvent<'de> {
     id: i64,
     /// an args object was read into ARGS
     args_kept: bool,
+    /// where this event's args start in ARGS
+    args_at: usize,
     /// a value nested deeper than MAX_DEPTH in name/cat/ph/s/bp or args: BAD
     deep: bool,
     /// the first other member nested deeper than MAX_DEPTH: BAD, after interning the strings
@@ -374,6 +442,7 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                     tid: 0,
                     id: 0,
                     args_kept: false,
+                    args_at: ARGS.with_borrow(|a| a.len()),
                     deep: false,
                     deep_other_at: None,
                 };
@@ -417,7 +486,7 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                             if raw.starts_with('{') {
                                 ev.args_kept = true;
                                 ARGS.with_borrow_mut(|out| {
-                                    out.clear();
+                                    out.truncate(ev.args_at); // (a repeated args: the last kept)
                                     match walk(raw, 1, Some(out)) {
                                         Ok(f) if f & (W_UESC | W_EXP | W_LONG) != 0 => {
                                             ev.fl |= SLOW
@@ -669,20 +738,35 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
     };
     // from a &str: serde_json checks no UTF-8 again (scan_kernel checked the block once)
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<RawEvent>();
-    let ev = match stream.next() {
-        Some(Ok(ev)) => ev,
-        Some(Err(e)) if !cut_short(text.as_bytes(), &e) => return EventOutcome::Bad,
-        _ => return EventOutcome::More,
+    let at = c.args.len();
+    ARGS.with_borrow_mut(|a| std::mem::swap(a, &mut c.args));
+    let read = stream.next();
+    ARGS.with_borrow_mut(|a| std::mem::swap(a, &mut c.args));
+    let ev = match read {
+        Some(Ok(ev)) if !ev.deep && ev.deep_other_at.is_none() => ev,
+        Some(Ok(ev)) => {
+            c.args.truncate(at);
+            if let Some(k) = ev.deep_other_at.filter(|_| !ev.deep) {
+                // the strings before the value nested too deep are interned all the same, as the
+                // rows' reader always did
+                for &(_, s) in &ev.strs[..k] {
+                    intern(table, s);
+                }
+            }
+            return EventOutcome::Bad;
+        }
+        Some(Err(e)) if !cut_short(text.as_bytes(), &e) => {
+            c.args.truncate(at);
+            return EventOutcome::Bad;
+        }
+        _ => {
+            c.args.truncate(at);
+            return EventOutcome::More;
+        }
     };
-    if ev.deep {
-        return EventOutcome::Bad;
-    }
     *end = i + stream.byte_offset();
     let (mut nm, mut ct) = (-1, -1);
-    for (k, &(key, s)) in ev.strs.iter().enumerate() {
-        if ev.deep_other_at == Some(k) {
-            break;
-        }
+    for &(key, s) in ev.strs.iter() {
         let sid = intern(table, s);
         if key == Key::Name {
             nm = sid;
@@ -690,16 +774,9 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
             ct = sid;
         }
     }
-    if ev.deep_other_at.is_some() {
-        return EventOutcome::Bad;
-    }
     let fl = ev.fl;
-    if ev.args_kept {
-        ARGS.with_borrow(|a| {
-            if a.len() > 2 {
-                c.args.extend_from_slice(a); // (`{}`: no args)
-            }
-        });
+    if !ev.args_kept || c.args.len() - at <= 2 {
+        c.args.truncate(at); // (`{}`: no args)
     }
     c.start.push(i as i64);
     c.end.push(*end as i64);
@@ -766,6 +843,9 @@ fn scan_str(
         v.reserve(rows);
     }
     c.args_off.reserve(rows);
+    // the compacted args are never longer than the text they come from: room for them once (the
+    // pages never written are never made resident), not by doubling and copying
+    c.args.reserve(n.saturating_sub(pos).min(MAX_ARGS_RESERVE));
     for v in [&mut c.flags, &mut c.name, &mut c.cat] {
         v.reserve(rows);
     }
@@ -897,6 +977,245 @@ fn compact<'py>(
     Ok((out.into_pyarray(py), lens.into_pyarray(py)))
 }
 
+/// One category of a batch's rows (see [`split`]): the rows, their place, names and times, and
+/// (X rows and instants) their args gathered back to back.
+struct Part {
+    rows: Vec<i64>,
+    ts: Vec<i64>,
+    pid: Vec<i64>,
+    tid: Vec<i64>,
+    name: Vec<i32>,
+    cat: Vec<i32>,
+    args: Vec<u8>,
+    lens: Vec<i64>,
+    /// X: duration; flows: id
+    val: Vec<i64>,
+    /// flows: the phase; instants: the scope letter (`t` when the event has no `s`)
+    letter: Vec<u8>,
+    /// flows: `bp: "e"`
+    bp_e: Vec<bool>,
+    /// the latest time (an X's end), i64::MIN if none
+    top: i64,
+}
+
+impl Part {
+    /// Room for `rows` rows and `text` bytes of args.
+    fn with_room(rows: usize, text: usize) -> Self {
+        Part {
+            rows: Vec::with_capacity(rows),
+            ts: Vec::with_capacity(rows),
+            pid: Vec::with_capacity(rows),
+            tid: Vec::with_capacity(rows),
+            name: Vec::with_capacity(rows),
+            cat: Vec::with_capacity(rows),
+            args: Vec::with_capacity(text),
+            lens: Vec::with_capacity(rows),
+            val: Vec::with_capacity(rows),
+            letter: Vec::with_capacity(rows),
+            bp_e: Vec::with_capacity(rows),
+            top: i64::MIN,
+        }
+    }
+
+    fn into_dict<'py>(self, py: Python<'py>, d: &Bound<'py, PyDict>, pre: &str) -> PyResult<()> {
+        let Part {
+            rows,
+            ts,
+            pid,
+            tid,
+            name,
+            cat,
+            args,
+            lens,
+            val,
+            letter,
+            bp_e,
+            top,
+        } = self;
+        d.set_item(format!("{pre}rows"), rows.into_pyarray(py))?;
+        d.set_item(format!("{pre}ts"), ts.into_pyarray(py))?;
+        d.set_item(format!("{pre}pid"), pid.into_pyarray(py))?;
+        d.set_item(format!("{pre}tid"), tid.into_pyarray(py))?;
+        d.set_item(format!("{pre}name"), name.into_pyarray(py))?;
+        d.set_item(format!("{pre}cat"), cat.into_pyarray(py))?;
+        d.set_item(format!("{pre}args"), args.into_pyarray(py))?;
+        d.set_item(format!("{pre}lens"), lens.into_pyarray(py))?;
+        d.set_item(format!("{pre}val"), val.into_pyarray(py))?;
+        d.set_item(format!("{pre}letter"), letter.into_pyarray(py))?;
+        d.set_item(format!("{pre}bp_e"), bp_e.into_pyarray(py))?;
+        d.set_item(format!("{pre}top"), top)?;
+        Ok(())
+    }
+}
+
+/// split(flags, ph, name, cat, ts, dur, pid, tid, id, s, bp, args, args_off, smap, base, tid_zero)
+/// -> dict
+///
+/// The rows of one `scan` call sorted into what the reader takes in bulk, in one pass (the rules
+/// `ChromeReader._take_rows` states):
+///
+/// * `x_`: complete events of the plain shape (`ts`, `dur` >= 0 and `ph` "X", nothing SLOW);
+/// * `f_`: flow events (`s`/`t`/`f` with `ts` and an integer `id`, nothing SLOW);
+/// * `i_`: instants (`i`/`I`/`R` with `ts`, without `id`, nothing SLOW);
+/// * `rest`: every other row, for the general decoder.
+///
+/// Each part has `rows` (the row numbers), `ts` (+ `base`), `pid` (0 when missing), `tid` (when
+/// missing: 0 with `tid_zero`, else the pid), `name`/`cat` (model string ids through `smap`, 0
+/// for none), `args`/`lens` (the rows' compacted args back to back; X and instants), `val` (X: the
+/// duration; flows: the id), `letter` (flows: the phase; instants: `s`, or `t` without one),
+/// `bp_e` (flows: `bp` is "e") and `top` (the latest time, an X's end; i64 min for none).
+/// Runs without the GIL.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn split<'py>(
+    py: Python<'py>,
+    flags: Column<'py, i32>,
+    ph: Column<'py, u8>,
+    name: Column<'py, i32>,
+    cat: Column<'py, i32>,
+    ts: Column<'py, i64>,
+    dur: Column<'py, i64>,
+    pid: Column<'py, i64>,
+    tid: Column<'py, i64>,
+    id: Column<'py, i64>,
+    s: Column<'py, u8>,
+    bp: Column<'py, u8>,
+    args: Column<'py, u8>,
+    args_off: Column<'py, i64>,
+    smap: Column<'py, i32>,
+    base: i64,
+    tid_zero: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (flags, ph, name, cat) = (column(&flags), column(&ph), column(&name), column(&cat));
+    let (ts, dur, pid, tid, id) = (
+        column(&ts),
+        column(&dur),
+        column(&pid),
+        column(&tid),
+        column(&id),
+    );
+    let (s, bp, args, args_off, smap) = (
+        column(&s),
+        column(&bp),
+        column(&args),
+        column(&args_off),
+        column(&smap),
+    );
+    let n = flags.len();
+    if [ph.len(), name.len(), cat.len(), ts.len(), dur.len()]
+        .iter()
+        .chain([pid.len(), tid.len(), id.len(), s.len(), bp.len()].iter())
+        .any(|&l| l != n)
+        || args_off.len() != n + 1
+    {
+        return Err(PyValueError::new_err("split: columns of different lengths"));
+    }
+    let parts = py.detach(|| -> Result<(Part, Part, Part, Vec<i64>), String> {
+        let sid = |k: i32| -> Result<i32, String> {
+            if k < 0 {
+                return Ok(0);
+            }
+            smap.get(k as usize)
+                .copied()
+                .ok_or_else(|| format!("split: string {k} has no model id"))
+        };
+        // which part each row goes to (3: the rest), and each part's size: the parts' columns
+        // are made once at their size, not by doubling
+        let kind: Vec<u8> = (0..n)
+            .map(|r| {
+                let (fl, p) = (flags[r], ph[r]);
+                if fl & (SLOW | F_TS | F_PH) != (F_TS | F_PH) {
+                    3
+                } else if p == b'X' && fl & F_DUR != 0 && dur[r] >= 0 {
+                    0
+                } else if matches!(p, b's' | b't' | b'f') && fl & F_ID != 0 {
+                    1
+                } else if matches!(p, b'i' | b'I' | b'R') && fl & F_ID == 0 {
+                    2
+                } else {
+                    3
+                }
+            })
+            .collect();
+        let (mut rows, mut text) = ([0usize; 4], [0usize; 4]);
+        for (r, &k) in kind.iter().enumerate() {
+            rows[k as usize] += 1;
+            let (lo, hi) = (args_off[r], args_off[r + 1]);
+            text[k as usize] += usize::try_from(hi.saturating_sub(lo)).unwrap_or(0);
+        }
+        let (mut x, mut f, mut i) = (
+            Part::with_room(rows[0], text[0]),
+            Part::with_room(rows[1], 0),
+            Part::with_room(rows[2], text[2]),
+        );
+        let mut rest = Vec::with_capacity(rows[3]);
+        for r in 0..n {
+            let k = kind[r];
+            if k == 3 {
+                rest.push(r as i64);
+                continue;
+            }
+            let fl = flags[r];
+            let p = ph[r];
+            let part = match k {
+                0 => &mut x,
+                1 => &mut f,
+                _ => &mut i,
+            };
+            let t = ts[r].wrapping_add(base);
+            let pd = if fl & F_PID != 0 { pid[r] } else { 0 };
+            let td = if fl & F_TID != 0 {
+                tid[r]
+            } else if tid_zero {
+                0
+            } else {
+                pd
+            };
+            part.rows.push(r as i64);
+            part.ts.push(t);
+            part.pid.push(pd);
+            part.tid.push(td);
+            part.name.push(sid(name[r])?);
+            part.cat.push(sid(cat[r])?);
+            match k {
+                0 => {
+                    part.val.push(dur[r]);
+                    part.top = part.top.max(t.wrapping_add(dur[r]));
+                }
+                1 => {
+                    part.val.push(id[r]);
+                    part.letter.push(p);
+                    part.bp_e.push(fl & F_BP != 0 && bp[r] == b'e');
+                    part.top = part.top.max(t);
+                }
+                _ => {
+                    part.letter.push(if fl & F_S != 0 { s[r] } else { b't' });
+                    part.top = part.top.max(t);
+                }
+            }
+            if k != 1 {
+                let (lo, hi) = (args_off[r], args_off[r + 1]);
+                let (Ok(lo), Ok(hi)) = (usize::try_from(lo), usize::try_from(hi)) else {
+                    return Err(format!("split: row {r}'s args offsets are negative"));
+                };
+                let Some(a) = args.get(lo..hi) else {
+                    return Err(format!("split: row {r}'s args are outside the data"));
+                };
+                part.args.extend_from_slice(a);
+                part.lens.push(a.len() as i64);
+            }
+        }
+        Ok((x, f, i, rest))
+    });
+    let (x, f, i, rest) = parts.map_err(PyValueError::new_err)?;
+    let d = PyDict::new(py);
+    x.into_dict(py, &d, "x_")?;
+    f.into_dict(py, &d, "f_")?;
+    i.into_dict(py, &d, "i_")?;
+    d.set_item("rest", rest.into_pyarray(py))?;
+    Ok(d)
+}
+
 /// The index of the first non-whitespace byte at or after `i` (`len(buf)` if none).
 #[pyfunction]
 fn skip_ws(buf: &[u8], i: usize) -> usize {
@@ -995,8 +1314,10 @@ fn deep_spans(py: Python<'_>, data: &[u8], limit: usize) -> Vec<(usize, usize)> 
 pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(core.py(), "scan")?;
     m.add_class::<Strings>()?;
+    m.add_class::<Pairs>()?;
     m.add_function(wrap_pyfunction!(scan, &m)?)?;
     m.add_function(wrap_pyfunction!(compact, &m)?)?;
+    m.add_function(wrap_pyfunction!(split, &m)?)?;
     m.add_function(wrap_pyfunction!(skip_ws, &m)?)?;
     m.add_function(wrap_pyfunction!(value_end, &m)?)?;
     m.add_function(wrap_pyfunction!(deep_spans, &m)?)?;

@@ -19,6 +19,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # An args column moves its text to a temporary file past this many bytes (see ArgsColumn); < 0: never.
 SPILL_BYTES = 16 << 20
 SPILL_FLUSH = 4 << 20        # a spilled column writes its new text out this many bytes at a time
+DIRECT_BYTES = 1 << 16       # extend_packed writes a spilled column's batch of this many bytes straight out
 FORGET_ROWS = 1 << 16        # iterating over a spilled column forgets its pages this often (a power of 2)
 
 
@@ -341,7 +342,18 @@ class ArgsColumn:
         (0 for a row without args): how the fast readers add a chunk of rows at once."""
         import numpy as np
         base = self._size + len(self._data)
-        self._data += memoryview(data).cast("B")
+        text = memoryview(data).cast("B")
+        if self._file is not None and len(text) >= DIRECT_BYTES:
+            # spilled: a big batch goes to the file from the caller's buffer (no copy kept here)
+            self._flush()
+            if self._file is not None and not self._data:
+                try:
+                    _write_at(self._file.fileno(), text, self._size)
+                    self._size += len(text)
+                    text = memoryview(b"")
+                except OSError:               # no room: back to memory, with this batch
+                    self._unspill()
+        self._data += text
         ends = np.cumsum(np.asarray(lengths, dtype=np.int64)) + base
         self._off.frombytes(ends.tobytes())
         self._grew()

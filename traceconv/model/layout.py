@@ -89,8 +89,9 @@ def nest(trace: Trace) -> None:
             moved[int(t)] = int(c)
         s.track = array("i")
         s.track.frombytes(memoryview(new_track).cast("B"))
+        del keys, uniq, inv, pos, first, made, new_track      # (before the trim: ~8 MB at 630k slices)
     s.depth, s.parent = depth, parent
-    del order, lanes, lane
+    del order, lanes, lane, ts, dur, track
     memory.trim()
     if moved:
         names = sorted({trace.track_label(trace.tracks[t]) or "unnamed track" for t in moved})
@@ -180,7 +181,7 @@ def stream_length(trace: Trace) -> int:
     return 2 * len(trace.slices) + len(trace.instants) + len(trace.counters)
 
 
-def _begin_order(trace: Trace, ts: np.ndarray) -> np.ndarray:
+def _begin_order(trace: Trace, ts: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """The order of the slices' begins at one time: :func:`slice_order`, except that a flow's
     source begins before its destination when both begin at the same time on different tracks (a
     TrackEvent flow goes from the event read first: a destination read first would end a flow that
@@ -188,7 +189,8 @@ def _begin_order(trace: Trace, ts: np.ndarray) -> np.ndarray:
     above its same-time source's for a destination, and at least that of the slices it begins
     inside of at the same time on its track, so that each track keeps its nesting order.  Begins at
     one time go by level, then by :func:`slice_order`; with no such flow, that is slice_order."""
-    order = slice_order(trace)
+    if order is None:
+        order = slice_order(trace)
     f = trace.flows
     if not len(f):
         return order
@@ -241,11 +243,13 @@ def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarra
     # int32 keys and rows where they fit (below 2**30 slices): less memory, a faster sort
     itype = np.int32 if total + 2 < 2**31 else np.int64
     pos = np.empty(n, dtype=itype)
-    pos[_begin_order(trace, ts)] = np.arange(n, dtype=itype)
+    order = slice_order(trace)             # (one sort, for the begins and the zero-length groups)
+    pos[_begin_order(trace, ts, order)] = np.arange(n, dtype=itype)
     # a zero-length slice ends after the last begin of its group (zero-length slices of one track
     # and time, nested in one another), the deepest first
     zend = pos.copy()
-    zo, start = _zero_groups(ts, _col(s.dur, np.int64), _col(s.track, np.int32), slice_order(trace))
+    zo, start = _zero_groups(ts, _col(s.dur, np.int64), _col(s.track, np.int32), order)
+    del order
     if len(zo):
         heads = np.flatnonzero(np.r_[True, start[1:] != start[:-1]])
         zend[zo] = np.repeat(np.maximum.reduceat(pos[zo], heads), np.diff(np.r_[heads, len(zo)]))

@@ -11,7 +11,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_LAX = ConfigDict(extra="allow", allow_inf_nan=False)
+_LAX = ConfigDict(extra="allow", allow_inf_nan=False, defer_build=True)
 
 
 class OprTimes(BaseModel):

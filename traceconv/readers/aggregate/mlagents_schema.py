@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-_STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", populate_by_name=True)
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", populate_by_name=True, defer_build=True)
 
 
 class Gauge(BaseModel):

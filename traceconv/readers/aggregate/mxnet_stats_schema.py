@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="allow")
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="allow", defer_build=True)
 
 
 class TimeStat(BaseModel):
@@ -34,7 +34,7 @@ class Units(BaseModel):
 
 
 class DumpsJson(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid", defer_build=True)
     Time: dict[str, dict[str, TimeStat]] = Field(default_factory=dict)
     Memory: dict[str, dict[str, MemoryStat]] = Field(default_factory=dict)
     Unit: Units = Field(default_factory=Units)

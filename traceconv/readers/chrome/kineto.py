@@ -77,10 +77,13 @@ class KinetoReader(ChromeReader):
 
     def __init__(self, source: Source | None = None, data: bytes | None = None) -> None:
         super().__init__(source, data)
-        # the [memory] events, for the memory counters made at the end: time, raw pid, args (a
-        # packed column, which spills to a file with the model's args: not a Python object each)
+        # the [memory] events, for the memory counters made at the end: time, raw pid, and where
+        # the args are: r >= 0 is the instant r of the model, whose args are the event's (the
+        # scanner's rows: no copy is kept); r < 0 is row -r - 1 of _mem_args, the event's own args
+        # text (the general decoder's events: the model may hold them changed, see compact_args)
         self._mem_ts = array("q")
         self._mem_pid: list[Any] = []
+        self._mem_row = array("q")
         self._mem_args = ArgsColumn()
 
     def on_header(self, header: dict[str, Any], doc: Document) -> None:
@@ -110,6 +113,7 @@ class KinetoReader(ChromeReader):
         if ev.name == "[memory]" and len(ev.args):
             self._mem_ts.append(ts)
             self._mem_pid.append(pid)
+            self._mem_row.append(-len(self._mem_args) - 1)
             self._mem_args.append(bytes(ev.args))
 
     def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: np.ndarray,
@@ -122,9 +126,9 @@ class KinetoReader(ChromeReader):
             return
         self._mem_ts.frombytes(ts[rows].astype(np.int64).tobytes())
         self._mem_pid.extend(pid[rows].tolist())
-        batch = ArgsColumn()
-        batch.extend_packed(args, lens)
-        self._mem_args.extend(batch.take(rows))
+        # the batch's instants are the last len(names) of the model's
+        first = len(self.trace.instants) - len(names)
+        self._mem_row.frombytes((rows + first).astype(np.int64).tobytes())
 
     def finish(self) -> None:
         self._devices()
@@ -172,7 +176,8 @@ class KinetoReader(ChromeReader):
             return t
 
         c = trace.counters
-        for ts, pid, a in _decoded(order, self._mem_ts, self._mem_pid, self._mem_args):
+        for ts, pid, a in _decoded(order, self._mem_ts, self._mem_pid, self._mem_row, self._mem_args,
+                                   trace.instants.args):
             if len(c_ts) >= _MEMORY_BATCH:              # into the model a batch at a time
                 c.track.extend(c_track)
                 c.ts.extend(c_ts)
@@ -224,7 +229,7 @@ class KinetoReader(ChromeReader):
         if running:
             self.warn(WarningCode.NOTE, "[memory] events without 'Total Allocated' (older PyTorch): the "
                       "memory counter is the running sum of their 'Bytes' since the trace started")
-        self._mem_ts, self._mem_pid, self._mem_args = array("q"), [], ArgsColumn()
+        self._mem_ts, self._mem_pid, self._mem_row, self._mem_args = array("q"), [], array("q"), ArgsColumn()
 
 
 def mark_profiler_spans(trace: Trace) -> int:
@@ -240,13 +245,16 @@ _MEMORY_ARGS = msgspec.json.Decoder(list[dict[str, Any]])
 _MEMORY_BATCH = 1 << 13
 
 
-def _decoded(order: np.ndarray, ts: array, pid: list[Any], args: ArgsColumn) -> Iterator[tuple[int, Any, Any]]:
+def _decoded(order: np.ndarray, ts: array, pid: list[Any], where: array, own: ArgsColumn,
+             model: ArgsColumn) -> Iterator[tuple[int, Any, Any]]:
     """(ts, pid, args as a dict, or None if not JSON) of each [memory] event, in ``order``: one
-    decode call per batch of events, not one per event, and only a batch's dicts alive at a time."""
+    decode call per batch of events, not one per event, and only a batch's dicts alive at a time.
+    ``where[r]`` says where event r's args are (see ``KinetoReader.__init__``)."""
     for lo in range(0, len(order), _MEMORY_BATCH):
         rows = order[lo:lo + _MEMORY_BATCH].tolist()
-        raw = [args[r] or b"{}" for r in rows]
-        args.forget()
+        raw = [(model[w] if w >= 0 else own[-w - 1]) or b"{}" for w in (where[r] for r in rows)]
+        own.forget()
+        model.forget()
         try:
             decoded = _MEMORY_ARGS.decode(b"[" + b",".join(raw) + b"]")
         except (msgspec.DecodeError, msgspec.ValidationError):

@@ -99,11 +99,17 @@ UNIX_US_MAX = 4_102_444_800_000_000
 
 CHUNK_BYTES = 2 << 20       # the event array's text is read and scanned this much at a time
 SCAN_ROWS = 1 << 16         # events scanned into columns at a time
+SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with this much of the second
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
 TRIM_BATCHES = 16           # the heap's free space goes back to the system every this many batches
 FAST = True                 # False: read every file with the whole-document decoder (the reference)
 
 # ---------------------------------------------------------------- numbers
+
+def _raw(a: np.ndarray) -> memoryview:
+    """A contiguous array's bytes, for ``array.frombytes`` (no copy)."""
+    return memoryview(a).cast("B")
+
 
 def us_to_ns(b: bytes) -> int | None:
     """µs as JSON number text (or a quoted numeric string) → exact integer ns; None if not a number."""
@@ -305,6 +311,8 @@ class ChromeReader:
         # int32: 2**31 events would be a file of ~500 GB
         self._bseq = array("i")        # per slice: the input position of the event that began it
         self._eseq = array("i")        # ... and of the one that ended it (-1: an X, closed lazily)
+        self._pairs: Any = None        # the (pid, tid) pairs of the scanner's rows (SCAN.Pairs) ...
+        self._pair_track = np.zeros(0, np.int32)     # ... and each one's track
 
     # ---- hooks for dialects -----------------------------------------------------------------
 
@@ -503,11 +511,11 @@ class ChromeReader:
         the guess, the time base is judged again and every time moved by the difference."""
         src = self.source
         assert src is not None
-        memory.give_back_freed_memory()
         try:
             f = src.open()
         except OSError:
             raise _ChunkFailure from None
+        memory.stream_start()
         try:
             with f:
                 raw = getattr(f, "fileobj", None) or f
@@ -546,7 +554,7 @@ class ChromeReader:
                             delta = self.base_ns - before
                         self._first = []
                         blocks.close()
-                        memory.trim()              # the stream's buffers, before linking flows
+                        memory.stream_end()        # the stream's buffers, before linking flows
                         self._finish_events()
                         if delta:
                             self._shift(delta)
@@ -557,6 +565,8 @@ class ChromeReader:
                     blocks.close()               # before the file closes under the reading thread
         except GZIP_ERRORS:
             raise _ChunkFailure from None
+        finally:
+            memory.stream_end()
         return self.trace
 
     def _shift(self, delta: int) -> None:
@@ -643,8 +653,21 @@ class ChromeReader:
                 carry = b""
                 new_strings: list[str] = []
                 for block in stream:
-                    buf = carry + bytes(block) if carry else bytes(block)
-                    pos = 0
+                    buf, pos = bytes(block), 0
+                    if carry:
+                        # the event cut by the last block's end: scanned from its two pieces joined
+                        # with only the start of this block (not the whole block copied after it)
+                        seam = carry + buf[:SEAM_BYTES]
+                        cols, n, at, status, new = _scan(seam, 0, 1, strings)
+                        new_strings += new
+                        if n == 1 and at > len(carry) and status in (SCAN.FULL, SCAN.MORE):
+                            if not put(("rows", seam, cols, n, new_strings)):
+                                return
+                            new_strings = []
+                            pos = at - len(carry)
+                        else:                   # a longer event, the array's end, or bad text
+                            buf = carry + buf
+                        del seam, cols
                     while True:
                         if stop.is_set():
                             return
@@ -722,119 +745,92 @@ class ChromeReader:
             self._smap = np.concatenate([self._smap, np.array([intern(x) for x in new], np.int32)])
         return self._smap
 
-    def _take_instants(self, buf: bytes, cols: Rows, rows: np.ndarray, n: int, seq0: int,
-                       flags: np.ndarray, name_id: np.ndarray, cat_id: np.ndarray) -> None:
-        """Instant rows of the scanner's output: on the thread, the process (``s: "p"``) or the
-        global track (``s: "g"``), as :meth:`_instant` puts them."""
-        ts, pid, tracks = self._placed(cols, flags, rows)
-        scope = np.where(flags[rows] & SCAN.F_S, cols.s[rows], ord("t"))
-        for k in np.flatnonzero(scope == ord("g")).tolist():
-            tracks[k] = self.global_track()
-        for k in np.flatnonzero(scope == ord("p")).tolist():
-            tracks[k] = self.trace.process_track(self.trace.process(int(pid[k]))).id
+    def _take_instants(self, k: dict[str, Any]) -> None:
+        """The instants of a batch (:func:`SCAN.split`'s ``i_`` part): on the thread, the process
+        (``s: "p"``) or the global track (``s: "g"``), as :meth:`_instant` puts them."""
+        ts, pid, scope = k["i_ts"], k["i_pid"], k["i_letter"]
+        tracks = self._tracks_of(pid, k["i_tid"])
+        for j in np.flatnonzero(scope == ord("g")).tolist():
+            tracks[j] = self.global_track()
+        for j in np.flatnonzero(scope == ord("p")).tolist():
+            tracks[j] = self.trace.process_track(self.trace.process(int(pid[j]))).id
         t = self.trace.instants
-        t.ts.frombytes(ts.tobytes())
-        t.track.frombytes(tracks.astype(np.int32).tobytes())
-        t.name.frombytes(name_id[rows].astype(np.int32).tobytes())
-        t.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
-        data, lens = SCAN.compact(cols.args, cols.args_off, rows)
+        t.ts.frombytes(_raw(ts))
+        t.track.frombytes(_raw(tracks))
+        t.name.frombytes(_raw(k["i_name"]))
+        t.cat.frombytes(_raw(k["i_cat"]))
+        data, lens = k["i_args"], k["i_lens"]
         t.args.extend_packed(data, lens)
-        self.used["instant"] += len(rows)
-        self.on_instants(name_id[rows], ts, pid, data, lens)
-        top = int(ts.max())
-        if top > self._acc_max_ts:
-            self._acc_max_ts = top
+        self.used["instant"] += len(ts)
+        self.on_instants(k["i_name"], ts, pid, data, lens)
 
     def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: np.ndarray,
                     lens: np.ndarray) -> None:
         """Like :meth:`on_instant`, for a batch of instants read by the scanner (string ids of their
         names, ns, pids, their args texts back to back and each one's length)."""
 
-    def _placed(self, cols: Rows, flags: np.ndarray, rows: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ts in ns on the trace's clock, pid, thread track) of scanner rows; a missing pid is 0,
-        a missing tid the pid (or 0, as the dialect says)."""
-        ts = cols.ts[rows] + self.base_ns
-        pid = np.where(flags[rows] & SCAN.F_PID, cols.pid[rows], 0)
-        tid = np.where(flags[rows] & SCAN.F_TID, cols.tid[rows], 0 if self.missing_tid == "zero" else pid)
-        return ts, pid, self._tracks_of(pid, tid)
-
     def _tracks_of(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-        """The thread track of each (pid, tid) pair."""
-        lim = 1 << 31
-        if len(pid) and -lim <= pid.min() and pid.max() < lim and -lim <= tid.min() and tid.max() < lim:
-            keys, inv = np.unique((pid << 32) | (tid & 0xFFFF_FFFF), return_inverse=True)
-            pairs = [(k >> 32, ((k & 0xFFFF_FFFF) ^ 0x8000_0000) - 0x8000_0000) for k in keys.tolist()]
-        else:
-            u, inv = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-            pairs = [(int(p), int(t)) for p, t in u.tolist()]
-        thread = self.thread
-        track_of = np.array([thread(p, t).track for p, t in pairs], np.int32)
-        return track_of[inv.reshape(-1)]
+        """The thread track of each (pid, tid) pair: the pairs seen before are looked up in the
+        compiled pair table (:class:`SCAN.Pairs`: one hash lookup per row), the new ones get
+        their thread here -- in the order of the pairs sorted as one int64 key ``pid << 32 |
+        tid & 0xFFFF_FFFF`` when the batch is within int32, else by (pid, tid) (the order a sort
+        of the batch's pairs gave them before the table; thread ids follow it)."""
+        if self._pairs is None:
+            self._pairs = SCAN.Pairs()
+        ids, new = self._pairs.ids(pid, tid)
+        if new:
+            lim = 1 << 31
+            if -lim <= pid.min() and pid.max() < lim and -lim <= tid.min() and tid.max() < lim:
+                key = (lambda pt: (pt[0] << 32) | (pt[1] & 0xFFFF_FFFF))
+            else:
+                key = None
+            thread = self.thread
+            made = {pt: thread(*pt).track for pt in sorted(new, key=key)}
+            self._pair_track = np.concatenate([self._pair_track, np.array([made[pt] for pt in new], np.int32)])
+        return self._pair_track[ids]
 
     def _take_rows(self, buf: bytes, cols: Rows, new_strings: list[str], n: int,
                    seq0: int) -> None:
         """Rows ``0..n-1`` of the scanner's output, numbered from ``seq0`` in the file: complete
-        events of the plain shape in bulk, the rest through :meth:`_convert_events`."""
-        flags = cols.flags[:n]
+        events of the plain shape, flow points and instants in bulk (sorted out and gathered in one
+        pass by :func:`SCAN.split`), the rest through :meth:`_convert_events`."""
         smap = self._string_ids(new_strings)
-        name = cols.name[:n]
-        cat = cols.cat[:n]
-        name_id = np.where(name >= 0, smap[np.maximum(name, 0)], 0) if len(smap) else np.zeros(n, np.int32)
-        cat_id = np.where(cat >= 0, smap[np.maximum(cat, 0)], 0) if len(smap) else np.zeros(n, np.int32)
-        need = SCAN.F_TS | SCAN.F_DUR | SCAN.F_PH
-        fast = ((flags & (SCAN.SLOW | need)) == need) & (cols.ph[:n] == ord("X")) & (cols.dur[:n] >= 0) \
-            & (name_id >= 0) & (cat_id >= 0)
         if not self._plain_times:
-            fast[:] = False
-        rows = np.flatnonzero(fast)
+            # a dialect reads times its own way: every row through the general decoder
+            rest = np.arange(n)
+            self._convert_events(self._decode_rows(buf, cols, rest), seq0, (rest + seq0).tolist())
+            return
+        k = SCAN.split(cols.flags, cols.ph, cols.name, cols.cat, cols.ts, cols.dur, cols.pid, cols.tid,
+                       cols.id, cols.s, cols.bp, cols.args, cols.args_off, smap, self.base_ns,
+                       self.missing_tid == "zero")
+        rows = k["x_rows"]
         if len(rows):
-            ts, pid, tracks = self._placed(cols, flags, rows)
-            dur = cols.dur[rows]
+            tracks = self._tracks_of(k["x_pid"], k["x_tid"])
             s = self.trace.slices
             s.depth = None
-            s.ts.frombytes(ts.tobytes())
-            s.dur.frombytes(dur.tobytes())
-            s.track.frombytes(tracks.tobytes())
-            s.name.frombytes(name_id[rows].astype(np.int32).tobytes())
-            s.cat.frombytes(cat_id[rows].astype(np.int32).tobytes())
-            data, lens = SCAN.compact(cols.args, cols.args_off, rows)
-            s.args.extend_packed(data, lens)
-            self._bseq.frombytes((rows + seq0).astype(np.int32).tobytes())
-            self._eseq.frombytes(np.full(len(rows), -1, np.int32).tobytes())
+            s.ts.frombytes(_raw(k["x_ts"]))
+            s.dur.frombytes(_raw(k["x_val"]))
+            s.track.frombytes(_raw(tracks))
+            s.name.frombytes(_raw(k["x_name"]))
+            s.cat.frombytes(_raw(k["x_cat"]))
+            s.args.extend_packed(k["x_args"], k["x_lens"])
+            self._bseq.frombytes(_raw((rows + seq0).astype(np.int32)))
+            self._eseq.frombytes(_raw(np.full(len(rows), -1, np.int32)))
             self.used["X"] += len(rows)
-            end = int((ts + dur).max())
-            if end > self._acc_max_ts:
-                self._acc_max_ts = end
         # flow events (s/t/f) with an integer id: straight into their flow's list
-        need = SCAN.F_TS | SCAN.F_ID | SCAN.F_PH
-        ph = cols.ph[:n]
-        flow = ((flags & (SCAN.SLOW | need)) == need) & ((ph == ord("s")) | (ph == ord("t")) | (ph == ord("f"))) \
-            & (name_id >= 0) & (cat_id >= 0)
-        if not self._plain_times:
-            flow[:] = False
-        frows = np.flatnonzero(flow)
+        frows = k["f_rows"]
         if len(frows):
-            ts, _pid, tracks = self._placed(cols, flags, frows)
-            bp_e = ((flags[frows] & SCAN.F_BP) != 0) & (cols.bp[frows] == ord("e"))
-            self._v1_rows.append((cat_id[frows].astype(np.int32), name_id[frows].astype(np.int32),
-                                  cols.id[frows].copy(), ts, (frows + seq0).astype(np.int64), ph[frows].copy(),
-                                  tracks.astype(np.int32), bp_e))
-            top = int(ts.max())
-            if top > self._acc_max_ts:
-                self._acc_max_ts = top
-            fast |= flow
+            tracks = self._tracks_of(k["f_pid"], k["f_tid"])
+            self._v1_rows.append((k["f_cat"], k["f_name"], k["f_val"], k["f_ts"], frows + seq0, k["f_letter"],
+                                  tracks, k["f_bp_e"]))
         # instants (i/I/R) without an id: straight into the instants table
-        need = SCAN.F_TS | SCAN.F_PH
-        inst = ((flags & (SCAN.SLOW | need | SCAN.F_ID)) == need) \
-            & ((ph == ord("i")) | (ph == ord("I")) | (ph == ord("R"))) & (name_id >= 0) & (cat_id >= 0)
-        if not self._plain_times:
-            inst[:] = False
-        irows = np.flatnonzero(inst)
-        if len(irows):
-            self._take_instants(buf, cols, irows, n, seq0, flags, name_id, cat_id)
-            fast |= inst
-        rest = np.flatnonzero(~fast)
+        if len(k["i_rows"]):
+            self._take_instants(k)
+        top = max(k["x_top"], k["f_top"], k["i_top"])
+        if top > self._acc_max_ts:
+            self._acc_max_ts = top
+        rest = k["rest"]
+        del k
         if len(rest):
             self._convert_events(self._decode_rows(buf, cols, rest), seq0, (rest + seq0).tolist())
 

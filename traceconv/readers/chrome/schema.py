@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-_OPEN = ConfigDict(extra="allow", populate_by_name=True)
+_OPEN = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 class DistributedInfo(BaseModel):
