@@ -4,7 +4,8 @@ model, so the shards of a run can be merged.
 It reads what :mod:`traceconv.writers.perfetto` writes, chunk after chunk: a packet that clears
 the sequence's incremental state starts over the interned names and the sequence's clock (whose
 ``ClockSnapshot`` gives its value; event timestamps are deltas on it when the sequence's
-``TracePacketDefaults`` say so), track descriptors name processes, threads and counter tracks,
+``TracePacketDefaults`` say so, and an event with no ``track_uuid`` is on their
+``TrackEventDefaults`` track), track descriptors name processes, threads and counter tracks,
 ``SLICE_BEGIN``/``SLICE_END`` pairs become slices (args from the debug annotations), instants
 and counter values their own rows, the ``chrome_events`` metadata the trace's metadata.
 Extra "overlap" tracks are read as their thread's (the model lays them out again when written);
