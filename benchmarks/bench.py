@@ -629,9 +629,11 @@ def growth(rows: list[dict], startup: dict, target) -> list[dict]:
         print(f"  {g['size']:>5}: {g['us_per_event']:.2f} µs per event ({t:.2f} x {first['size']}'s), "
               f"{g['rss_bytes_per_event']:.0f} bytes of peak RSS above the start per event ({m:.2f} x)")
         if g is not first:
-            # time flat: within ±25 % of the smallest size's; memory flat or falling (memory that
-            # grows slower than the input is what the issue asks for), so at most +25 %
-            target(f"{g['size']}: time per event vs {first['size']}", f"{t:.2f} x", "0.75-1.25 x", 0.75 <= t <= 1.25)
+            # flat: neither time nor memory per event grows with the size by more than 25 % (what the
+            # issue guards against: a stall the first time a path runs, a sort that grows faster than
+            # the input).  Falling is not growth: per-event time at 1M below 100k's is the cost of a
+            # conversion's own start (its threads, its spill file, the first window) spread thinner.
+            target(f"{g['size']}: time per event vs {first['size']}", f"{t:.2f} x", "<= 1.25 x", t <= 1.25)
             target(f"{g['size']}: peak RSS per event vs {first['size']}", f"{m:.2f} x", "<= 1.25 x", m <= 1.25)
     return out
 
