@@ -576,3 +576,27 @@ def test_event_packets_end_with_their_timestamp(tmp_path):
     events = [[n for n, _ in _wire_fields(p)] for p in packets if 11 in [n for n, _ in _wire_fields(p)]]
     assert len(events) > 20
     assert all(fields == [10, 13, 11, 8] for fields in events), events[:3]
+
+
+@tp.requires_trace_processor
+def test_a_counter_track_can_be_the_default_track(tmp_path):
+    """When a counter track has the most events it is the sequence's default track, and its values
+    (packets with no track_uuid) still land on it in trace_processor."""
+    t = Trace("counters")
+    host = t.process(1, "host")
+    main = t.thread(host, 1, "main")
+    t.add_slice(main.track, T0, 10, "s", "c")
+    mem = t.track(TrackKind.COUNTER, "mem", host)
+    for k in range(10):
+        t.add_counter(mem.id, T0 + 10 * k, float(k))
+    out = tmp_path / "c.pftrace"
+    traceconv.save(t, out)
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    tr = pb.Trace.FromString(out.read_bytes())
+    default = tr.packet[0].trace_packet_defaults.track_event_defaults.track_uuid
+    named = {p.track_descriptor.name: p.track_descriptor.uuid for p in tr.packet if p.HasField("track_descriptor")}
+    assert default == named["mem"]
+    assert tp.query(out, "select t.name, count(*) as n, sum(c.value) as s from counter c "
+                         "join counter_track t on c.track_id = t.id group by t.name") == [{"name": "mem", "n": 10, "s": 45.0}]
+    assert tp.query(out, "select name, dur from slice") == [{"name": "s", "dur": 10}]
+    assert tp.problems(out) == []
