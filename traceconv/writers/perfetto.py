@@ -447,14 +447,25 @@ def _contiguous(a: Any, dtype: Any) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=dtype)
 
 
-def _default_uuid(uuids: list[int], *tracks: np.ndarray) -> int:
+def _default_uuid(uuids: list[int], s_track: np.ndarray, i_track: np.ndarray, c_track: np.ndarray) -> int:
     """The uuid of the track with the most event packets (a slice is two: its begin and its end), which
     the sequence's TrackEventDefaults names so that its events leave their track_uuid out; 0 when
     there are no events."""
-    if not uuids or not any(len(t) for t in tracks):
+    if not uuids or not (len(s_track) or len(i_track) or len(c_track)):
         return 0
-    count = sum(np.bincount(t, minlength=len(uuids)) * (2 if i == 0 else 1) for i, t in enumerate(tracks))
+    n = len(uuids)
+    count = 2 * np.bincount(s_track, minlength=n) + np.bincount(i_track, minlength=n) + np.bincount(c_track, minlength=n)
     return uuids[int(np.argmax(count))]
+
+
+def _ahead(first: Any, windows: Any, pool: ThreadPoolExecutor | None) -> Any:
+    """The windows of the stream, ``first`` then the rest of ``windows``; with a second core, the next
+    one is sorted (on the pool's thread) while the caller encodes this one."""
+    window = first
+    while window is not None:
+        upcoming = pool.submit(next, windows, None) if pool is not None else None
+        yield window
+        window = upcoming.result() if upcoming is not None else next(windows, None)
 
 
 def _ranked_iids(s_ids: np.ndarray, i_ids: np.ndarray, n: int, zero_used: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -526,11 +537,8 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
         t0, default_uuid=default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62)
     # the stream a window at a time, each in steps: the annotations of a step's rows exist for that
     # step only
-    # with a second core, the next window is sorted beside the encoding of this one
-    ahead = pool.submit(next, windows, None) if pool is not None and window is not None else None
     done = 0
-    while window is not None:
-        time, kind, index = window
+    for time, kind, index in _ahead(window, windows, pool):
         size = len(time)
         for lo in range(0, size, _STEP):
             report("writing Perfetto protobuf", done + lo, total)
@@ -539,6 +547,4 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
             s.args.forget()
             ins.args.forget()
         done += size
-        window = ahead.result() if ahead is not None else next(windows, None)
-        ahead = pool.submit(next, windows, None) if pool is not None and window is not None else None
     argtext.warn(trace.diagnostics, plan.python.counts)
