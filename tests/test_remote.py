@@ -114,7 +114,17 @@ def test_file_urls_are_local_paths(tmp_path):
     src = open_source(f"file://{SOCCER}")
     assert src.path == SOCCER and not src.remote
     traceconv.convert(f"file://{SOCCER}", f"file://{tmp_path}/t.pftrace")
-    assert (tmp_path / "t.pftrace").stat().st_size > 0
+    traceconv.convert(SOCCER, tmp_path / "local.pftrace")
+    assert (tmp_path / "t.pftrace").read_bytes() == (tmp_path / "local.pftrace").read_bytes()
+    # validate too (it once treated a file:// path as a str and crashed), gzipped: the content's size
+    # comes from the gzip trailer
+    import gzip
+    from traceconv.validate import validate
+    gz = tmp_path / "soccer.json.gz"
+    gz.write_bytes(gzip.compress(SOCCER.read_bytes()))
+    got, want = validate(f"file://{gz}"), validate(SOCCER)
+    assert got.path == str(gz) and got.events == want.events > 0
+    assert [(f.check, f.count) for f in got.findings] == [(f.check, f.count) for f in want.findings]
 
 
 def test_a_missing_backend_names_its_package(monkeypatch):

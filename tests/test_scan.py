@@ -103,7 +103,7 @@ esc_text = st.tuples(plain_text, st.sampled_from(['"', "\\", "\n", "\t"]), plain
 u_text = st.tuples(plain_text, st.sampled_from(["é", "\u2603", "\U0001F600", "\x01"]), plain_text).map("".join)
 
 
-def strings(short: bool = False):
+def strings():
     return st.one_of(plain_text.map(lambda s: Str(s, "plain")), esc_text.map(lambda s: Str(s, "esc")),
                      u_text.map(lambda s: Str(s, "u")))
 
@@ -477,12 +477,30 @@ def test_any_bytes_give_a_status_never_an_exception(data, pos, cap):
     S.deep_spans(data, cap)
 
 
+def _not_json(text: str) -> None:
+    raise ValueError(text)
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=40), st.binary(max_size=40))
+@given(st.binary(max_size=40), st.binary(max_size=40) | st.from_regex(rb"\A[ -~]{0,12}\Z"))
 def test_any_bytes_inside_an_event_array(a, b):
+    """Any bytes in a name or an args value: the scanner ends in one of its states (no panic), and
+    where the name is plain text and the value is JSON, it reads the one event, named ``a``."""
+    import json
     text = b'{"ph":"X","name":"' + a + b'","ts":1,"dur":2,"args":{"k":' + b + b"}}]"
-    S.scan(text, 0, 10, S.Strings())
+    strings = S.Strings()
+    cols, pos, status, new = S.scan(text, 0, 10, strings)
+    assert status in (S.MORE, S.END, S.FULL, S.BAD)
     S.value_end(text, 0)
+    try:
+        name = a.decode("utf-8")
+        json.loads(b, parse_constant=_not_json)     # NaN, Infinity: Python's, not JSON
+    except ValueError:
+        return
+    if any(c in name for c in '"\\') or any(ord(c) < 0x20 for c in name):
+        return
+    assert status == S.END and pos == len(text) and len(cols["flags"]) == 1
+    assert strings.get(int(cols["name"][0])) == name
 
 
 @settings(max_examples=60, deadline=None)

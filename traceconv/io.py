@@ -94,12 +94,8 @@ class Source:
 
     def open(self) -> BinaryIO:
         """The decompressed content as a binary stream (a remote file is read in blocks)."""
-        if isinstance(self.path, URL):
-            raw = remote.open_read(self.path)
-            return _ClosingGzip(fileobj=raw, mode="rb") if self.gzipped else raw  # type: ignore[return-value]
-        if self.gzipped:
-            return igzip.open(self.path, "rb")  # type: ignore[return-value]
-        return open(self.path, "rb")
+        raw = self.open_raw()
+        return _ClosingGzip(fileobj=raw, mode="rb") if self.gzipped else raw  # type: ignore[return-value]
 
     def size(self) -> int:
         """The size of the file as stored (compressed), in bytes."""
@@ -167,25 +163,24 @@ def _open_remote(url: URL) -> Source:
     except OSError as e:
         raise environment_error(e, url, "cannot read") from None
     gz = first[:2] == GZIP_MAGIC
-    head = first[:HEAD_SIZE]
-    if gz:
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            head = d.decompress(first, HEAD_SIZE)
-        except zlib.error:
-            head = b""
+    head = _gunzip_head(first) if gz else first[:HEAD_SIZE]
     if not head.strip():
         raise TraceconvError("the file is empty", path=url)
     return Source(path=url, gzipped=gz, head=head)
 
 
 def _salvage_gzip_head(p: Path) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     with open(p, "rb") as f:
-        try:
-            return d.decompress(f.read(HEAD_SIZE * 4), HEAD_SIZE)
-        except zlib.error:
-            return b""
+        return _gunzip_head(f.read(HEAD_SIZE * 4))
+
+
+def _gunzip_head(first: bytes) -> bytes:
+    """The first HEAD_SIZE bytes gunzipped from the start of a gzip file (what came before any damage;
+    empty when even that is not gzip)."""
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(first, HEAD_SIZE)
+    except zlib.error:
+        return b""
 
 
 STDOUT = "-"
@@ -242,7 +237,7 @@ def refuse_binary_terminal(path: str | os.PathLike[str], binary: bool) -> None:
             return
     if tty:
         raise TraceconvError("refusing to write a binary Perfetto trace to a terminal: redirect it "
-                             "(> run.pftrace), pipe it, or choose --to chrome-json", path=output_label(path))
+                             "(> run.pftrace), pipe it, or choose {opt:to_format} chrome-json", path=output_label(path))
 
 
 def _umask() -> int:
@@ -342,7 +337,7 @@ def _write_through(fd: int, label: str, close: bool, compress: bool, binary: boo
     try:
         if binary and os.isatty(fd):
             raise TraceconvError("refusing to write a binary Perfetto trace to a terminal: redirect it "
-                                 "(> run.pftrace), pipe it, or choose --to chrome-json", path=label)
+                                 "(> run.pftrace), pipe it, or choose {opt:to_format} chrome-json", path=label)
         buf = _Buffered(_Stream(fd, label, close))
         try:
             with _gzipped(buf, compress) as f:

@@ -10,7 +10,7 @@ threshold at 1 MB keeps such blocks mapped: measured on 1M Kineto events, peak R
 batch's columns at a time, each freed before the next), the threshold is 4 MB instead
 (:func:`stream_start`/:func:`stream_end`): those blocks then reuse the heap's space instead of
 being fresh mappings the system zeroes and unmaps each time (1M Kineto events: ~0.5 s of CPU less,
-system time halved; the read's peak a few MB higher, still below the writer's).  A no-op where
+system time halved; the read's peak a few MB higher).  A no-op where
 there is no glibc.
 """
 
@@ -20,7 +20,6 @@ import ctypes
 import ctypes.util
 
 M_MMAP_THRESHOLD = -3
-_done = False
 _libc: "ctypes.CDLL | None | bool" = False      # False: not looked up yet; None: no C library
 
 
@@ -48,15 +47,6 @@ def _set_threshold(n: int) -> None:
         pass
 
 
-def give_back_freed_memory() -> None:
-    """Fix glibc's mmap threshold at 1 MB for this process (once)."""
-    global _done
-    if _done:
-        return
-    _done = True
-    _set_threshold(MMAP_THRESHOLD)
-
-
 _streaming = False
 
 
@@ -68,8 +58,7 @@ def stream_start() -> None:
     file; the reading's peak a few MB higher, below the writer's).  :func:`stream_end` sets the
     threshold back to 1 MB."""
     global _streaming
-    give_back_freed_memory()
-    _set_threshold(STREAM_MMAP_THRESHOLD)
+    _set_threshold(STREAM_MMAP_THRESHOLD)      # (any mallopt also ends glibc's dynamic threshold)
     _streaming = True
 
 

@@ -44,7 +44,7 @@ import orjson
 
 from .api import PathLike, load
 from .errors import WarningCode
-from .io import open_source
+from .io import Source, open_source
 from .model.layout import nest
 from .model import Trace
 
@@ -123,16 +123,12 @@ class Report:
                             option=orjson.OPT_INDENT_2)
 
 
-def _content_size(path: Path) -> int:
+def _content_size(source: Source) -> int:
     """Bytes a viewer has to load: the decompressed size of a gzip file (from its trailer)."""
-    from . import remote
-    if isinstance(path, remote.URL):
-        size, opened = remote.size(path), remote.open_read(path, 1 << 16)
-    else:
-        size, opened = path.stat().st_size, open(path, "rb")
-    with opened as f:
-        if f.read(2) != b"\x1f\x8b":
-            return size
+    size = source.size()
+    if not source.gzipped:
+        return size
+    with source.open_raw() as f:
         f.seek(-4, os.SEEK_END)
         isize = struct.unpack("<I", f.read(4))[0]
     return isize if isize >= size else size  # the trailer is mod 2^32; never smaller than the file
@@ -401,7 +397,7 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
     findings.append(Finding("Perfetto UI memory", sev, events,
                             f"about {need / 2**20:,.0f} MB of the ~2 GB a browser tab can use"))
     if path is not None and source is not None:
-        size = _content_size(path)
+        size = _content_size(source)
         if data is not None:
             late = out_of_order(data)
             if late:
@@ -422,8 +418,9 @@ def validate(path: PathLike, format: str | None = None) -> Report:
     >>> r.format, [f.check for f in r.problems]
     ('mlagents', [])
     """
-    from .remote import as_url, is_url
-    p = as_url(path) if is_url(path) else Path(path)     # a URL (s3://...) stays one
+    from .remote import URL, as_url
+    p = as_url(path)
+    p = p if isinstance(p, URL) else Path(p)             # a URL (s3://...) stays one; file:// is a path
     trace = load(p, format)
     return Report(str(p), trace.meta.source_format, trace.event_count(), check_trace(trace, p))
 

@@ -90,9 +90,8 @@ def engine_of(engine: Optional[str], scheduler: Optional[str]) -> str:
 
 # The library's parameters as this command line spells them (messages name them as {opt:name}).
 FLAGS = {"from_format": "--from", "to_format": "--to", "strict": "--strict", "ranks": "--ranks",
-         "rank_map": "--rank", "window": "--window", "min_dur": "--min-dur", "drop_cat": "--drop-cat",
-         "align_method": "--align", "port": "--port", "origin": "--origin",
-         "engine": "--engine", "scheduler": "--scheduler", "workers": "--workers"}
+         "rank_map": "--rank", "window": "--window", "align_method": "--align", "port": "--port",
+         "origin": "--origin", "engine": "--engine", "scheduler": "--scheduler"}
 
 
 def say_error(e: traceconv.TraceconvError) -> None:

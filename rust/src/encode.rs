@@ -32,12 +32,13 @@ use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use rustc_hash::FxHashMap;
+use indexmap::IndexSet;
+use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 
-use crate::nest::{column, Column};
+use crate::nest::{column, same_length, Column};
 
 // ---------------------------------------------------------------- the tag table
 
@@ -225,28 +226,25 @@ fn close(at: usize, out: &mut Vec<u8>) {
 
 // ---------------------------------------------------------------- the table of keys and values
 
-/// Interned strings of one kind: bytes -> entry, entries in order of first appearance.
+/// Interned strings of one kind, in order of first appearance (an entry is its index).
 #[derive(Default, Clone)]
-struct Strings {
-    index: FxHashMap<Box<[u8]>, u32>,
-    order: Vec<Box<[u8]>>,
-}
+struct Strings(IndexSet<Box<[u8]>, FxBuildHasher>);
 
 impl Strings {
     #[inline]
     fn add(&mut self, s: &[u8]) -> u32 {
-        if let Some(&e) = self.index.get(s) {
-            return e;
+        match self.0.get_index_of(s) {
+            Some(e) => e as u32,
+            None => self.0.insert_full(s.into()).0 as u32,
         }
-        let e = self.order.len() as u32;
-        let b: Box<[u8]> = s.into();
-        self.order.push(b.clone());
-        self.index.insert(b, e);
-        e
     }
     #[inline]
     fn get(&self, s: &[u8]) -> Option<u32> {
-        self.index.get(s).copied()
+        self.0.get_index_of(s).map(|e| e as u32)
+    }
+    /// The entries, in order.
+    fn order(&self) -> &indexmap::set::Slice<Box<[u8]>> {
+        self.0.as_slice()
     }
 }
 
@@ -387,7 +385,7 @@ impl Table {
 
     /// The `"key":` bytes of the keys added since the last call.
     fn quote_new(&mut self) {
-        for k in &self.keys.order[self.quoted.len()..] {
+        for k in &self.keys.order()[self.quoted.len()..] {
             // a key with no character JSON escapes is written `"key":` (the bytes are its text)
             let plain = k.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\');
             self.quoted.push(if plain { [&b"\""[..], k, b"\":"].concat().into() } else { Box::default() });
@@ -938,11 +936,6 @@ impl ArgsTable {
         ArgsTable { t: Table { strings, predict, ..Default::default() } }
     }
 
-    #[getter]
-    fn strings(&self) -> bool {
-        self.t.strings
-    }
-
     /// collect(data uint8, off int64): pass 1 over the rows `data[off[r]:off[r + 1]]`: every key
     /// numbered, every string value counted (when the table interns strings).
     fn collect(&mut self, py: Python<'_>, data: Column<'_, u8>, off: Column<'_, i64>) -> PyResult<()> {
@@ -953,13 +946,13 @@ impl ArgsTable {
 
     /// keys() -> (iids int64, data uint8, offsets int64): the annotation names in iid order.
     fn keys<'py>(&self, py: Python<'py>) -> Packed<'py> {
-        let items: Vec<&[u8]> = self.t.keys.order.iter().map(|b| &**b).collect();
+        let items: Vec<&[u8]> = self.t.keys.order().iter().map(|b| &**b).collect();
         packed(py, (1..=items.len() as i64).collect(), &items)
     }
 
     /// value_stats() -> (counts int64, byte lengths int64) of the string values, in table order.
     fn value_stats<'py>(&self, py: Python<'py>) -> (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>) {
-        let lens: Vec<i64> = self.t.values.order.iter().map(|b| b.len() as i64).collect();
+        let lens: Vec<i64> = self.t.values.order().iter().map(|b| b.len() as i64).collect();
         (self.t.counts.clone().into_pyarray(py), lens.into_pyarray(py))
     }
 
@@ -983,7 +976,7 @@ impl ArgsTable {
             .t
             .value_iids
             .iter()
-            .zip(&self.t.values.order)
+            .zip(self.t.values.order())
             .filter(|(&i, _)| i > 0)
             .map(|(&i, b)| (i, &**b))
             .collect();
@@ -1052,9 +1045,7 @@ pub struct EventEncoder {
     c: (Py<PyArray1<i32>>, Py<PyArray1<u64>>),
     fo: Flows,
     fi: Flows,
-    #[pyo3(get, set)]
     last: i64,
-    #[pyo3(get, set)]
     parallel_rows: usize,
     /// the predictions of pass 2 (one set per thread), kept from step to step
     preds_s: [Pred; 2],
@@ -1233,10 +1224,8 @@ impl EventEncoder {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let (time, kind, index) = (column(&time), column(&kind), column(&index));
         let n = time.len();
-        if kind.len() != n || index.len() != n {
-            return Err(PyValueError::new_err("run: time, kind and index of different lengths"));
-        }
-        let [k_begin, k_end, k_instant, _] = self.codes;
+        same_length("run", &[n, kind.len(), index.len()])?;
+        let [k_begin, k_end, k_instant, k_counter] = self.codes;
         let (st, sn, sc, sd, so) = (arr(py, &self.s.0)?, arr(py, &self.s.1)?, arr(py, &self.s.2)?,
                                     arr(py, &self.s.3)?, arr(py, &self.s.4)?);
         let (it, inm, ic, id, io) = (arr(py, &self.i.0)?, arr(py, &self.i.1)?, arr(py, &self.i.2)?,
@@ -1317,10 +1306,12 @@ impl EventEncoder {
                         Ev { etype: TYPE_INSTANT, uuid: uuids[idx(it[r] as i64, nt, "track")?],
                              name: name_iids[idx(inm[r] as i64, nn, "name")?],
                              cat: cat_iids[idx(ic[r] as i64, nc, "category")?], ann, counter: None, fo: &[], fi: &[] }
-                    } else {
+                    } else if k == k_counter {
                         let r = idx(index[e], ct.len(), "counter")?;
                         Ev { etype: TYPE_COUNTER, uuid: uuids[idx(ct[r] as i64, nt, "track")?], name: 0, cat: 0,
                              ann: &[], counter: Some(cb[r]), fo: &[], fi: &[] }
+                    } else {
+                        return Err(format!("run: unknown event kind {k}"));
                     };
                     put_packet(&mut out, delta, seq, flags, default_uuid, &ev);
                     last = t;

@@ -12,7 +12,7 @@ use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::nest::{column, sorted, Column};
+use crate::nest::{column, same_length, sorted, Column};
 
 const NONE: usize = usize::MAX;
 
@@ -191,15 +191,6 @@ pub fn link_kernel(
         }
     }
     (src, dst, grp, [unresolved, dropped, used])
-}
-
-fn same_length(what: &str, lens: &[usize]) -> PyResult<()> {
-    if lens.iter().any(|&l| l != lens[0]) {
-        return Err(PyValueError::new_err(format!(
-            "{what}: columns of different lengths {lens:?}"
-        )));
-    }
-    Ok(())
 }
 
 /// bind(s_ts, s_dur, s_track, bseq, eseq, q_track, q_ts, q_seq, q_enc) -> int64 array

@@ -41,6 +41,16 @@ pub(crate) fn column<'a, T: Element + Copy>(c: &'a Column<'_, T>) -> Cow<'a, [T]
     }
 }
 
+/// An error naming `what` unless every length in `lens` is the same.
+pub(crate) fn same_length(what: &str, lens: &[usize]) -> PyResult<()> {
+    if lens.iter().any(|&l| l != lens[0]) {
+        return Err(PyValueError::new_err(format!(
+            "{what}: columns of different lengths {lens:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// `parent`'s mark of a slice not placed yet.
 const UNSEEN: i64 = i64::MIN;
 

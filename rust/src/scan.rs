@@ -57,7 +57,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Mutex;
 
-use crate::nest::{column, Column};
+use crate::nest::{column, same_length, Column};
 
 // status returned by scan()
 /// The text ended (possibly inside an event): call again from `pos` with more text.
@@ -107,11 +107,15 @@ pub struct Strings {
     table: Mutex<Table>,
 }
 
+/// The table behind `m`, even if a panic elsewhere poisoned the lock while it was held: the
+/// tables here are only ever appended to, so they stay consistent.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Strings {
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        // a poisoned lock (a panic elsewhere while it was held) still holds a consistent table:
-        // strings are only ever appended
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.table)
     }
 }
 
@@ -170,7 +174,7 @@ impl Pairs {
     }
 
     fn __len__(&self) -> usize {
-        self.table.lock().unwrap_or_else(|e| e.into_inner()).len()
+        lock(&self.table).len()
     }
 
     /// ids(pid, tid) -> (ids, new): each row's pair id (int64), and the pairs this call added, in
@@ -183,13 +187,9 @@ impl Pairs {
         tid: Column<'py, i64>,
     ) -> PyResult<(Bound<'py, PyArray1<i64>>, Vec<(i64, i64)>)> {
         let (pid, tid) = (column(&pid), column(&tid));
-        if pid.len() != tid.len() {
-            return Err(PyValueError::new_err(
-                "ids: pid and tid of different lengths",
-            ));
-        }
+        same_length("ids", &[pid.len(), tid.len()])?;
         let (ids, new) = py.detach(|| {
-            let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+            let mut t = lock(&self.table);
             let before = t.len();
             let ids: Vec<i64> = pid
                 .iter()
@@ -1102,13 +1102,26 @@ fn split<'py>(
         column(&smap),
     );
     let n = flags.len();
-    if [ph.len(), name.len(), cat.len(), ts.len(), dur.len()]
-        .iter()
-        .chain([pid.len(), tid.len(), id.len(), s.len(), bp.len()].iter())
-        .any(|&l| l != n)
-        || args_off.len() != n + 1
-    {
-        return Err(PyValueError::new_err("split: columns of different lengths"));
+    same_length(
+        "split",
+        &[
+            n,
+            ph.len(),
+            name.len(),
+            cat.len(),
+            ts.len(),
+            dur.len(),
+            pid.len(),
+            tid.len(),
+            id.len(),
+            s.len(),
+            bp.len(),
+        ],
+    )?;
+    if args_off.len() != n + 1 {
+        return Err(PyValueError::new_err(
+            "split: args_off must be one longer than the columns",
+        ));
     }
     let parts = py.detach(|| -> Result<(Part, Part, Part, Vec<i64>), String> {
         let sid = |k: i32| -> Result<i32, String> {

@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import TraceconvError
 from ..model import Trace, TrackKind
 from .align import Alignment
-from .options import Window, parse_duration
+from .options import Window, parse_window_spec
 
 
 def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
@@ -21,11 +21,12 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
     n = len(s)
     keep = np.ones(n, dtype=bool)
     dropped: dict[str, int] = {}
+    # per string id: a category dropped?
+    bad = np.array([x in drop_cats for x in st.strings], dtype=bool) if drop_cats else None
     if n:
         ts = np.frombuffer(s.ts, dtype=np.int64)
         dur = np.frombuffer(s.dur, dtype=np.int64)
-        if drop_cats:
-            bad = np.array([st[i] in drop_cats for i in range(len(st))], dtype=bool)
+        if bad is not None:
             m = bad[np.frombuffer(s.cat, dtype=np.int32)]
             dropped["--drop-cat"] = int(m.sum())
             keep &= ~m
@@ -63,8 +64,8 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
     if len(ins) and (drop_cats or window):
         its = np.frombuffer(ins.ts, dtype=np.int64)
         k = np.ones(len(ins), dtype=bool)
-        if drop_cats:
-            k &= ~np.array([st[c] in drop_cats for c in ins.cat], dtype=bool)
+        if bad is not None:
+            k &= ~bad[np.frombuffer(ins.cat, dtype=np.int32)]
         if window:
             k &= (its >= window[0]) & (its < window[1])
         if not k.all():
@@ -200,7 +201,6 @@ def resolve_window(window: Window, start: int | None, spans: list[tuple[int, int
 
 def parse_window(text: str | Window, trace: Trace) -> tuple[int, int]:
     """``A:B`` (durations from the trace's start, e.g. ``1.5s:2s``) or a slice name, in ``trace``'s time."""
-    from .options import parse_window_spec
     w = text if isinstance(text, Window) else parse_window_spec(text)
     if w.name is None:
         rng = trace.time_range()

@@ -15,7 +15,7 @@ from ..model import Clock, Trace
 from ..remote import URL, as_url, is_url
 from ..writers.archive import write_archive
 from .align import Alignment, Loaded, align
-from .combine import _filter, append_rank, resolve_window, shift
+from .combine import _filter, append_rank, parse_window, resolve_window, shift
 from .engine import DaskEngine, make_engine
 from .inputs import InputPath, collect_inputs, rank_from_name
 from .options import ALIGN_METHODS, RANK_MAX, parse_duration, parse_rank_map, parse_ranks, parse_window_spec
@@ -164,8 +164,7 @@ class _Run:
         if self.wanted is not None and r not in self.wanted:
             self.skipped.append(r)
             return False
-        for k, v in item.dropped.items():
-            self.dropped[k] = self.dropped.get(k, 0) + v
+        _add(self.dropped, item.dropped)
         k = sum(1 for _, rr, _ in self.kept if rr == r)
         self.names.append(f"rank{r}_{k}_{item.path.name.split('.')[0] or 'trace'}.pftrace")
         return True
@@ -225,8 +224,7 @@ class _Run:
                            self.dropped, self.merged.diagnostics.warnings)
 
     def add_dropped(self, more: dict[str, int]) -> None:
-        for k, v in more.items():
-            self.dropped[k] = self.dropped.get(k, 0) + v
+        _add(self.dropped, more)
 
     # -------------------------------------------------------------- this machine
 
@@ -257,7 +255,7 @@ class _Run:
             alignments = self.aligned()
             shift(merged, spans, alignments)
             if self.win is not None:
-                w = _window_here(self.win, merged)
+                w = parse_window(self.win, merged)
                 self.add_dropped(_filter(merged, frozenset(), 0, w))
             self.finish(alignments)
             if self.archive:
@@ -339,14 +337,6 @@ class _Run:
             if unranked:
                 self.note_unranked(it, r)
             self.merged.diagnostics.extend(it.trace.diagnostics)
-
-
-def _window_here(win: Any, merged: Trace) -> tuple[int, int]:
-    from .combine import _named_window
-    if win.name is None:
-        rng = merged.time_range()
-        return resolve_window(win, rng[0] if rng else 0, [])
-    return _named_window(merged, win.name)
 
 
 def _add(into: dict[str, int], more: dict[str, int]) -> None:

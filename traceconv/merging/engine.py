@@ -32,7 +32,6 @@ class LocalEngine:
     there is one worker or one item."""
 
     name = "local"
-    keeps = False
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers
@@ -90,7 +89,6 @@ class DaskEngine:
     single-threaded worker processes (default: one per core) started for this run."""
 
     name = "dask"
-    keeps = True
 
     def __init__(self, scheduler: str | None = None, workers: int | None = None, *,
                  processes: bool = True, client: Any = None) -> None:
@@ -201,11 +199,11 @@ def make_engine(engine: Any = "local", *, scheduler: str | None = None, workers:
     if isinstance(engine, str):
         if engine == "local":
             if scheduler:
-                raise TraceconvError("a Dask scheduler address needs the dask engine")
+                raise TraceconvError("a Dask {opt:scheduler} needs {opt:engine} dask")
             return LocalEngine(workers)
         if engine == "dask":
             return DaskEngine(scheduler, workers)
-        raise TraceconvError(f"unknown engine '{engine}'; choose one of: {', '.join(ENGINES)}")
+        raise TraceconvError(f"unknown {{opt:engine}} '{engine}'; choose one of: {', '.join(ENGINES)}")
     if type(engine).__name__ == "Client":
         return DaskEngine(client=engine)
     raise TraceconvError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")

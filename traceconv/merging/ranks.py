@@ -4,12 +4,12 @@ filter it, take its alignment features; later cut it to the window and encode it
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
-from pathlib import Path
+import io
 
-from ..api import load, save
+from ..api import load
 from ..model import Trace
+from ..model.layout import nest
+from ..writers import perfetto
 from .align import Loaded, _collectives, _steps
 from .combine import _filter, named_span
 
@@ -20,9 +20,7 @@ def load_rank(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  #
     trace = load(path, fmt)
     coll = _collectives(trace)
     steps = _steps(trace)
-    dropped = {}
-    if drop_cats or min_dur:
-        dropped = _filter(trace, drop_cats, min_dur)
+    dropped = _filter(trace, drop_cats, min_dur) if drop_cats or min_dur else {}
     item = Loaded(path, trace, coll, dropped, steps, events=trace.event_count())
     if window_name is not None:
         span = named_span(trace, window_name)
@@ -54,15 +52,11 @@ def finish_rank(item: Loaded, offset: int, window: tuple[int, int] | None) -> tu
 def encode_rank(item: Loaded, offset: int, window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int]]:
     """The rank's whole trace as a .pftrace (for a merge archive: the manifest carries the offset),
     and the slices the window keeps (with what it leaves out), as the merged trace counts them."""
-    fd, tmp = tempfile.mkstemp(prefix="traceconv-rank-", suffix=".pftrace")
-    os.close(fd)
-    try:
-        save(item.trace, Path(tmp))
-        data = Path(tmp).read_bytes()
-    finally:
-        os.unlink(tmp)
+    nest(item.trace)                  # what api.save does before writing, here into memory
+    buf = io.BytesIO()
+    perfetto.write(item.trace, buf)
     trace, dropped = finish_rank(item, offset, window)
-    return data, len(trace.slices), dropped
+    return buf.getvalue(), len(trace.slices), dropped
 
 
 def load_features(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
@@ -74,10 +68,19 @@ def load_features(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int
 def reload_finish(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
                   offset: int, window: tuple[int, int] | None) -> tuple[Trace, dict[str, int]]:
     """:func:`finish_rank` on the file read again: memory holds one rank at a time."""
-    return finish_rank(load_rank(path, fmt, drop_cats, min_dur), offset, window)
+    return finish_rank(_reread(path, fmt, drop_cats, min_dur), offset, window)
 
 
 def reload_encode(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
                   offset: int, window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int]]:
     """:func:`encode_rank` on the file read again."""
-    return encode_rank(load_rank(path, fmt, drop_cats, min_dur), offset, window)
+    return encode_rank(_reread(path, fmt, drop_cats, min_dur), offset, window)
+
+
+def _reread(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int) -> Loaded:  # noqa: ANN001
+    """The file read and filtered again for the second pass, without the alignment features the
+    first pass already took (the collectives' args, the steps)."""
+    trace = load(path, fmt)
+    if drop_cats or min_dur:
+        _filter(trace, drop_cats, min_dur)
+    return Loaded(path, trace, {}, events=trace.event_count())

@@ -14,7 +14,6 @@ from typing import Any, Mapping
 
 import orjson
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # An args column moves its text to a temporary file past this many bytes (see ArgsColumn); < 0: never.
 SPILL_BYTES = 16 << 20
@@ -263,8 +262,8 @@ class ArgsColumn:
         if self._file is None:                # the flush failed and brought it back to memory
             return self._data
         if self._map is None or len(self._map) != self._size:
-            # copy-on-write: the pages are the file's (no copy) and numpy sees a writable buffer,
-            # the same array type the compiled kernels were built for; nobody writes to it
+            # copy-on-write: the pages are the file's (no copy), and the buffer numpy sees behaves as
+            # the in-memory bytearray does (writable); nobody writes to it
             self._map = mmap.mmap(self._file.fileno(), self._size, access=mmap.ACCESS_COPY) \
                 if self._size else None
         return self._map if self._map is not None else b""

@@ -257,8 +257,8 @@ def write_pftrace(trace: Trace, out: Any) -> None:
 
 
 def _warm_up() -> None:
-    """Import the writer and load its compiled kernels now, before the first span, rather than in
-    the middle of the first flush (about a second the first time in a process)."""
+    """Import the writer and the compiled core and run them once now, before the first span, rather
+    than in the middle of the first flush."""
     global _warm
     if _warm:
         return

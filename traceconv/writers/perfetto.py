@@ -217,7 +217,7 @@ def _no_constant(text: str) -> None:
 
 def _with_control_characters(raw: bytes) -> dict | None:
     """A row whose strings hold raw control characters (a tab, a newline: not JSON, which wants them
-    escaped, but what the numba encoder took as they were), read by Python's own parser, which allows
+    escaped, but what the encoder before the compiled one took as they were), read by Python's own parser, which allows
     them (``strict=False``); None for any other row, or one that is still not plain JSON."""
     if not any(b < 0x20 for b in raw) or b"\\u" in raw:      # (escapes: argtext.clean's surrogate care)
         return None
@@ -289,7 +289,6 @@ class ArgsPlan:
     """Pass 1 over every args row of the trace: the interned annotation names and string values."""
 
     def __init__(self, trace: Trace, strings: bool = INTERN_STRINGS) -> None:
-        self.strings = strings
         self.s_data, self.s_off = trace.slices.args.packed()
         self.i_data, self.i_off = trace.instants.args.packed()
         table = _enc.ArgsTable(strings)
@@ -484,8 +483,9 @@ def _ranked_iids(s_ids: np.ndarray, i_ids: np.ndarray, n: int, zero_used: bool) 
 
 
 def write(trace: Trace, out: BinaryIO) -> None:
-    # a second thread, when there is a second core: pass 1 over the args beside the event stream's
-    # sort, then half of each step's args (the kernels release the GIL)
+    # a second thread, when there is a second core: pass 1 over the args beside the sort of the
+    # stream's first window, then each next window sorted while this one is encoded (the compiled
+    # core releases the GIL, and splits a step's args rows over two threads of its own)
     pool = ThreadPoolExecutor(1) if (os.cpu_count() or 1) > 1 else None
     try:
         _write(trace, out, pool)

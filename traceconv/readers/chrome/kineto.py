@@ -116,8 +116,7 @@ class KinetoReader(ChromeReader):
             self._mem_row.append(-len(self._mem_args) - 1)
             self._mem_args.append(bytes(ev.args))
 
-    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: np.ndarray,
-                    lens: np.ndarray) -> None:
+    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, lens: np.ndarray) -> None:
         sid = self.trace.strings._ids.get("[memory]")
         if sid is None:
             return

@@ -66,7 +66,6 @@ import gc
 import itertools
 import json
 import math
-import os
 import queue
 import re
 import threading
@@ -759,15 +758,15 @@ class ChromeReader:
         t.track.frombytes(_raw(tracks))
         t.name.frombytes(_raw(k["i_name"]))
         t.cat.frombytes(_raw(k["i_cat"]))
-        data, lens = k["i_args"], k["i_lens"]
-        t.args.extend_packed(data, lens)
+        lens = k["i_lens"]
+        t.args.extend_packed(k["i_args"], lens)
         self.used["instant"] += len(ts)
-        self.on_instants(k["i_name"], ts, pid, data, lens)
+        self.on_instants(k["i_name"], ts, pid, lens)
 
-    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: np.ndarray,
-                    lens: np.ndarray) -> None:
-        """Like :meth:`on_instant`, for a batch of instants read by the scanner (string ids of their
-        names, ns, pids, their args texts back to back and each one's length)."""
+    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, lens: np.ndarray) -> None:
+        """Like :meth:`on_instant`, for a batch of instants read by the scanner, the last
+        ``len(names)`` of the model's (string ids of their names, ns, pids, each one's args length:
+        the texts themselves are the model's rows)."""
 
     def _tracks_of(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         """The thread track of each (pid, tid) pair: the pairs seen before are looked up in the

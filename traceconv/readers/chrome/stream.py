@@ -186,9 +186,6 @@ class _Prefetch:
             self._q.get_nowait()
 
 
-_KEY_EVENTS = b'"traceEvents"'
-
-
 def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
     """Where the event array starts in a document's first bytes: (the top-level keys before it,
     whether the document is a bare array, the index just after its ``[``); None if the bytes end
