@@ -1211,7 +1211,7 @@ impl EventEncoder {
         })
     }
 
-    /// run(time int64, kind int8/any int, index int64, fallback) -> bytes: the packets of these events
+    /// run(time int64, kind int8/any int, index int64, fallback) -> uint8 array: the packets of these events
     /// (a step of the stream).  Rows the encoder leaves alone go to `fallback(0 for slices or 1 for
     /// instants, rows int64 array) -> list of bytes` (their encoded annotations).
     fn run<'py>(
@@ -1221,7 +1221,7 @@ impl EventEncoder {
         kind: Column<'py, i64>,
         index: Column<'py, i64>,
         fallback: Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    ) -> PyResult<Bound<'py, PyArray1<u8>>> {
         let (time, kind, index) = (column(&time), column(&kind), column(&index));
         let n = time.len();
         same_length("run", &[n, kind.len(), index.len()])?;
@@ -1320,7 +1320,7 @@ impl EventEncoder {
             })
             .map_err(PyValueError::new_err)?;
         self.last = last;
-        Ok(PyBytes::new(py, &out))
+        Ok(out.into_pyarray(py)) // (the bytes handed over as they are: no copy)
     }
 }
 

@@ -16,7 +16,7 @@ import orjson
 
 
 # An args column moves its text to a temporary file past this many bytes (see ArgsColumn); < 0: never.
-SPILL_BYTES = 16 << 20
+SPILL_BYTES = 4 << 20
 SPILL_FLUSH = 4 << 20        # a spilled column writes its new text out this many bytes at a time
 DIRECT_BYTES = 1 << 16       # extend_packed writes a spilled column's batch of this many bytes straight out
 FORGET_ROWS = 1 << 16        # iterating over a spilled column forgets its pages this often (a power of 2)

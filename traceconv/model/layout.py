@@ -23,7 +23,7 @@ compiled, beside it in ``rust/src/nest.rs`` (``traceconv._core.nest``).
 from __future__ import annotations
 
 from array import array
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -216,6 +216,27 @@ def _begin_order(trace: Trace, ts: np.ndarray, order: np.ndarray | None = None) 
     return order[np.argsort(level[order], kind="stable")]
 
 
+_WINDOW_CHUNK = 1 << 16     # rows of a time column tested against a window's edges at a time
+
+
+def _in_window(t: np.ndarray, d: "np.ndarray | None", lo: "int | None", hi: "int | None",
+               itype: Any) -> np.ndarray:
+    """The rows whose time (``t``, or ``t + d``) is in ``[lo, hi)`` (None: no edge), ``_WINDOW_CHUNK``
+    rows at a time: no temporary as long as the column."""
+    if lo is None and hi is None:
+        return np.arange(len(t), dtype=itype)
+    found = []
+    for a in range(0, len(t), _WINDOW_CHUNK):
+        v = t[a:a + _WINDOW_CHUNK]
+        if d is not None:
+            v = v + d[a:a + _WINDOW_CHUNK]
+        m = v >= lo if lo is not None else v < hi
+        if lo is not None and hi is not None:
+            m &= v < hi
+        found.append(np.flatnonzero(m) + a)
+    return np.concatenate(found).astype(itype) if found else np.zeros(0, itype)
+
+
 def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """All events in the order a BEGIN/END writer must emit them, a window of time at a time.
 
@@ -235,8 +256,8 @@ def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarra
     n, ni, nc = len(s), len(trace.instants), len(trace.counters)
     total = 2 * n + ni + nc
     ts = _col(s.ts, np.int64)
-    end = ts + _col(s.dur, np.int64)
-    zero = end == ts
+    dur = _col(s.dur, np.int64)
+    zero = dur == 0
     depth = _col(s.depth, np.int32)
     its = _col(trace.instants.ts, np.int64)
     cts = _col(trace.counters.ts, np.int64)
@@ -254,26 +275,23 @@ def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarra
         heads = np.flatnonzero(np.r_[True, start[1:] != start[:-1]])
         zend[zo] = np.repeat(np.maximum.reduceat(pos[zo], heads), np.diff(np.r_[heads, len(zo)]))
     big = 2 * n + 2
-    times = (ts, end, its, cts)
+    # the times of begins, ends (ts + dur: computed where needed, never kept for all slices),
+    # instants and counters
+    times = ((ts, None), (ts, dur), (its, None), (cts, None))
     edges: list[int] = []
     if total > size:
         # window edges: quantiles of a sample of all the times
         step = max(1, total // (1 << 16))
-        sample = np.concatenate([t[::step] for t in times])
+        sample = np.concatenate([t[::step] if d is None else t[::step] + d[::step] for t, d in times])
         q = np.quantile(sample, np.linspace(0, 1, total // size + 1)[1:-1], method="lower")
         edges = np.unique(q.astype(np.int64)).tolist()
     for lo, hi in zip([None, *edges], [*edges, None]):
-        sel = []
-        for t in times:
-            m = np.ones(len(t), np.bool_) if lo is None else t >= lo
-            if hi is not None:
-                m &= t < hi
-            sel.append(np.flatnonzero(m).astype(itype))
+        sel = [_in_window(t, d, lo, hi, itype) for t, d in times]
         b, e, i, c = sel
         nb, ne, nw = len(b), len(e), sum(len(x) for x in sel)
         if not nw:
             continue
-        time = np.concatenate([ts[b], end[e], its[i], cts[c]])
+        time = np.concatenate([ts[b], ts[e] + dur[e], its[i], cts[c]])
         phase = np.ones(nw, np.int8)
         z = zero[e]
         phase[nb:nb + ne] = z

@@ -543,7 +543,9 @@ def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None
         for lo in range(0, size, _STEP):
             report("writing Perfetto protobuf", done + lo, total)
             hi = min(lo + _STEP, size)
-            out.write(enc.run(time[lo:hi], kind[lo:hi], index[lo:hi], fallback))
+            # (a uint8 array handed over by the encoder, written through a memoryview: a plain
+            # buffer to any file object, never an array to add to)
+            out.write(memoryview(enc.run(time[lo:hi], kind[lo:hi], index[lo:hi], fallback)))
             s.args.forget()
             ins.args.forget()
         done += size

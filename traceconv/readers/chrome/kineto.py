@@ -36,8 +36,8 @@ from array import array
 from typing import Any, Iterator
 
 import msgspec
+from msgspec import UNSET
 import numpy as np
-import orjson
 
 from ...errors import WarningCode
 from ...io import Source
@@ -164,9 +164,10 @@ class KinetoReader(ChromeReader):
         c_track: list[int] = []
         c_ts: list[int] = []
         c_val: list[float] = []
-        places: dict[tuple[Any, Any, Any], tuple[Any, str]] = {}   # (type, id, pid) -> (owner, device)
+        # (type, id, pid) -> [owner, device, its allocated track, its reserved track] (-1: not made yet)
+        places: dict[tuple[Any, Any, Any], list[Any]] = {}
         tracks: dict[tuple[Any, str, str], int] = {}
-        numbers = (int, float)
+        numbers = _NUMBERS
 
         def track(owner: Any, dev: str, what: str) -> int:
             t = tracks.get((owner, dev, what))
@@ -174,52 +175,60 @@ class KinetoReader(ChromeReader):
                 t = tracks[(owner, dev, what)] = self.counter_track(owner, f"{dev} memory {what}", unit="bytes")
             return t
 
+        def place_of(dtype: Any, did: Any, pid: Any) -> list[Any]:
+            key: tuple[Any, Any, Any] | None = (dtype, did, pid)
+            try:
+                place = places.get(key)         # type: ignore[arg-type]
+            except TypeError:                   # a list or an object where a number belongs
+                key, place = None, None
+            if place is not None:
+                return place
+            dtype = None if dtype is UNSET else dtype
+            did = None if did is UNSET else did
+            if dtype == 0 or did == -1 or did is None:
+                owner, dev = pid, "CPU"
+            else:
+                kind = _DEVICE_TYPES.get(dtype, f"device type {dtype}") if key else f"device type {dtype}"
+                dev = f"{kind} {did}"
+                owner = did if kind == "GPU" and isinstance(did, int) else pid
+                if owner == did and not any(p.raw_pid == did for p in trace.processes):
+                    trace.process(did, dev)
+            place = [owner, dev, -1, -1]
+            if key is not None:
+                places[key] = place
+            return place
+
         c = trace.counters
-        for ts, pid, a in _decoded(order, self._mem_ts, self._mem_pid, self._mem_row, self._mem_args,
+        for ts, pid, m in _decoded(order, self._mem_ts, self._mem_pid, self._mem_row, self._mem_args,
                                    trace.instants.args):
             if len(c_ts) >= _MEMORY_BATCH:              # into the model a batch at a time
                 c.track.extend(c_track)
                 c.ts.extend(c_ts)
                 c.value.extend(c_val)
                 c_track, c_ts, c_val = [], [], []
-            if type(a) is not dict:
+            if m is None:
                 continue
-            dtype = a.get("Device Type")
-            did = a.get("Device Id")
-            key: tuple[Any, Any, Any] | None = (dtype, did, pid)
-            try:
-                place = places.get(key)         # type: ignore[arg-type]
-            except TypeError:                   # a list or an object where a number belongs
-                key, place = None, None
-            if place is None:
-                if dtype == 0 or did == -1 or did is None:
-                    owner, dev = pid, "CPU"
-                else:
-                    kind = _DEVICE_TYPES.get(dtype, f"device type {dtype}") if key else f"device type {dtype}"
-                    dev = f"{kind} {did}"
-                    owner = did if kind == "GPU" and isinstance(did, int) else pid
-                    if owner == did and not any(p.raw_pid == did for p in trace.processes):
-                        trace.process(did, dev)
-                place = (owner, dev)
-                if key is not None:
-                    places[key] = place
-            owner, dev = place
-            v = a.get("Total Allocated")
-            if isinstance(v, numbers) and v is not True and v is not False:
-                c_track.append(track(owner, dev, "allocated"))
+            place = place_of(m.dtype, m.did, pid)
+            v = m.total
+            if type(v) in numbers:
+                if place[2] < 0:
+                    place[2] = track(place[0], place[1], "allocated")
+                c_track.append(place[2])
                 c_ts.append(ts)
                 c_val.append(float(v))
-            v = a.get("Total Reserved")
-            if isinstance(v, numbers) and v is not True and v is not False:
-                c_track.append(track(owner, dev, "reserved"))
+            v = m.reserved
+            if type(v) in numbers:
+                if place[3] < 0:
+                    place[3] = track(place[0], place[1], "reserved")
+                c_track.append(place[3])
                 c_ts.append(ts)
                 c_val.append(float(v))
-            b = a.get("Bytes")
-            if "Total Allocated" not in a and isinstance(b, numbers) and b is not True and b is not False:
+            b = m.nbytes
+            if m.total is UNSET and type(b) in numbers:
                 # older PyTorch: only the change; the running sum counts from the trace's start
-                key2 = (owner, dev)
+                key2 = (place[0], place[1])
                 running[key2] = running.get(key2, 0.0) + b
-                c_track.append(track(owner, dev, "allocated since trace start"))
+                c_track.append(track(place[0], place[1], "allocated since trace start"))
                 c_ts.append(ts)
                 c_val.append(running[key2])
         c.track.extend(c_track)
@@ -231,6 +240,18 @@ class KinetoReader(ChromeReader):
         self._mem_ts, self._mem_pid, self._mem_row, self._mem_args = array("q"), [], array("q"), ArgsColumn()
 
 
+_NUMBERS = (int, float)     # a JSON number's types (exactly: bool is not one)
+
+
+class _MemoryArgs(msgspec.Struct):
+    """The args of a ``[memory]`` event the counters use (UNSET: the key is not there)."""
+    dtype: Any = msgspec.field(default=UNSET, name="Device Type")
+    did: Any = msgspec.field(default=UNSET, name="Device Id")
+    total: Any = msgspec.field(default=UNSET, name="Total Allocated")
+    reserved: Any = msgspec.field(default=UNSET, name="Total Reserved")
+    nbytes: Any = msgspec.field(default=UNSET, name="Bytes")
+
+
 def mark_profiler_spans(trace: Trace) -> int:
     """The profiler's own window (``PyTorch Profiler (0)``, ``__cupti_profiler__ (-1)``: kineto
     writes them at pid ``"Spans"``, one tid per span) spans everything it recorded: its tracks are
@@ -240,13 +261,14 @@ def mark_profiler_spans(trace: Trace) -> int:
     return trace.mark_summary(spans, "profiler")
 
 
-_MEMORY_ARGS = msgspec.json.Decoder(list[dict[str, Any]])
+_MEMORY_ARGS = msgspec.json.Decoder(list[_MemoryArgs])
+_MEMORY_ONE = msgspec.json.Decoder(_MemoryArgs)
 _MEMORY_BATCH = 1 << 13
 
 
 def _decoded(order: np.ndarray, ts: array, pid: list[Any], where: array, own: ArgsColumn,
              model: ArgsColumn) -> Iterator[tuple[int, Any, Any]]:
-    """(ts, pid, args as a dict, or None if not JSON) of each [memory] event, in ``order``: one
+    """(ts, pid, the args the counters use, or None if they are not a JSON object) of each [memory] event, in ``order``: one
     decode call per batch of events, not one per event, and only a batch's dicts alive at a time.
     ``where[r]`` says where event r's args are (see ``KinetoReader.__init__``)."""
     for lo in range(0, len(order), _MEMORY_BATCH):
@@ -260,8 +282,8 @@ def _decoded(order: np.ndarray, ts: array, pid: list[Any], where: array, own: Ar
             decoded = []
             for r in raw:
                 try:
-                    decoded.append(orjson.loads(r))
-                except orjson.JSONDecodeError:
+                    decoded.append(_MEMORY_ONE.decode(r))
+                except (msgspec.DecodeError, msgspec.ValidationError):
                     decoded.append(None)
         for r, a in zip(rows, decoded):
             yield ts[r], pid[r], a
