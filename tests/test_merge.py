@@ -20,6 +20,8 @@ import traceconv
 from traceconv.errors import TraceconvError
 from traceconv.merging import parse_duration, parse_ranks
 
+import perfetto_oracle as tp
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from timeline import assert_same_timeline, read_chrome_json, read_perfetto
 
 M = Path(__file__).parent / "fixtures" / "multirank"
@@ -104,14 +106,19 @@ def shifted_copy(src: Path, dst: Path, rank: int, offset_us: int, jitter_us: int
     dst.write_bytes(json.dumps(doc).encode())
 
 
-def test_collectives_recover_injected_offsets_within_the_stated_uncertainty(tmp_path):
-    rng = random.Random(7)
-    offsets_us = {0: 0, 1: 2_500, 2: -7_000, 3: 40_000}
+def shifted_copies(folder: Path, offsets_us: dict[int, int], jitter_us: int, rng: random.Random) -> list[Path]:
+    """One shifted copy of the HTA sample per rank (``copy{rank}.json``), its clock ``offsets_us[rank]`` ahead."""
     files = []
     for r, off in offsets_us.items():
-        f = tmp_path / f"copy{r}.json"
-        shifted_copy(HTA[0], f, r, off, 3, rng)
+        f = folder / f"copy{r}.json"
+        shifted_copy(HTA[0], f, r, off, jitter_us, rng)
         files.append(f)
+    return files
+
+
+def test_collectives_recover_injected_offsets_within_the_stated_uncertainty(tmp_path):
+    offsets_us = {0: 0, 1: 2_500, 2: -7_000, 3: 40_000}
+    files = shifted_copies(tmp_path, offsets_us, 3, random.Random(7))
     res = traceconv.merge(files, tmp_path / "run.pftrace", align_method="collectives")
     for a in res.alignments:
         true = -offsets_us[a.rank] * 1000
@@ -122,6 +129,40 @@ def test_collectives_recover_injected_offsets_within_the_stated_uncertainty(tmp_
     # auto picks collectives too, since they agree to within microseconds
     res = traceconv.merge(files, tmp_path / "auto.pftrace")
     assert {a.method for a in res.alignments} == {"collectives"}
+
+
+@tp.requires_trace_processor
+def test_each_rank_is_a_sequence_of_its_own_with_its_clock_moved_by_its_offset(tmp_path):
+    """A merged .pftrace is assembled from each rank's events encoded where the rank was read:
+    one packet sequence per rank, whose first packet moves the rank's clock by its offset.  The
+    same merge written as Chrome JSON goes through the merged model instead: both must hold the
+    same timeline, in traceconv's reading and in trace_processor's."""
+    files = shifted_copies(tmp_path, {0: 0, 1: 2_500, 2: -7_000}, 0, random.Random(3))
+    res = traceconv.merge(files, tmp_path / "run.pftrace", align_method="collectives")
+    traceconv.merge(files, tmp_path / "run.json", align_method="collectives")
+    assert sorted(a.offset_ns for a in res.alignments) == [-2_500_000, 0, 7_000_000]
+    assert_same_timeline(read_chrome_json(tmp_path / "run.json"), read_perfetto(tmp_path / "run.pftrace"))
+    assert tp.problems(tmp_path / "run.pftrace") == []
+    assert sorted(map(str, tp.slices(tmp_path / "run.pftrace"))) == sorted(map(str, tp.slices(tmp_path / "run.json")))
+    # the ranks' slices line up after the offsets: each copy's first slice at the same time
+    first = tp.query(tmp_path / "run.pftrace", "select p.name as process, min(s.ts) as ts from slice s "
+                     "join thread_track tt on s.track_id = tt.id join thread using(utid) join process p using(upid) "
+                     "group by p.upid")
+    by_rank = {}
+    for row in first:
+        r = rank_of(row["process"])
+        by_rank[r] = min(by_rank.get(r, row["ts"]), row["ts"])
+    assert len(by_rank) == 3 and len(set(by_rank.values())) == 1, by_rank
+    # one sequence for the descriptors, then one per rank, each opened by its own first packet
+    trace = pb.Trace()
+    trace.ParseFromString((tmp_path / "run.pftrace").read_bytes())
+    firsts = [p.trusted_packet_sequence_id for p in trace.packet if p.first_packet_on_sequence]
+    assert len(firsts) == len(set(firsts)) == 4
+    boot = {p.trusted_packet_sequence_id: p.clock_snapshot.clocks[0].timestamp
+            for p in trace.packet if p.HasField("clock_snapshot")}
+    seq = {p.trusted_packet_sequence_id: p.clock_snapshot.clocks[1].timestamp
+           for p in trace.packet if p.HasField("clock_snapshot")}
+    assert sorted(boot[k] - seq[k] for k in boot) == sorted(a.offset_ns for a in res.alignments)
 
 
 def test_wallclock_handles_ranks_on_either_side_of_a_quarter_boundary(tmp_path):

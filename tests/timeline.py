@@ -262,7 +262,7 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
     flow_src: dict[int, tuple] = {}
     flow_dst: dict[int, tuple] = {}
     raw: list[Slice] = []
-    last_ts = None
+    last_ts: dict[int, int] = {}                     # sequence -> its last packet's time
     seen_first: set[int] = set()
     clocks = _Clocks()
     default_track: dict[int, int] = {}               # sequence -> TrackEventDefaults.track_uuid
@@ -318,8 +318,8 @@ def read_perfetto(path: str | Path, *, check_order: bool = True) -> Timeline:
                 "packets using interned ids or the sequence's defaults must set SEQ_NEEDS_INCREMENTAL_STATE"
         assert ts is not None, "a track event without a timestamp"
         if check_order:
-            assert last_ts is None or ts >= last_ts, "packets out of time order"
-            last_ts = ts
+            assert ts >= last_ts.get(seq, ts), "packets of a sequence out of time order"
+            last_ts[seq] = ts
         assert uuid in tracks, "event on a track with no descriptor before it"
         if te.type == pb.TrackEvent.TYPE_SLICE_END:
             assert stacks[uuid], "SLICE_END with no open slice"

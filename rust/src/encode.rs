@@ -1028,8 +1028,9 @@ fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a 
 /// `slices` / `instants` are (track int32, name int32, category int32 (string ids), args data uint8,
 /// args offsets int64);
 /// `counters` (track int32, value bits uint64); `flows_out` / `flows_in` per flow, the slice it
-/// leaves from / arrives at (int64; the flow with index k has id k + 1) -- `flow_ids` / `terminating_flow_ids`.  `last` is the time the first
-/// event's delta is from.
+/// leaves from / arrives at (int64; the flow with index k has id (k + 1) * scale + base, `flow_ids =
+/// (scale, base)`: (1, 0) unless the trace is one of several sequences of a file, each its own ids)
+/// -- `flow_ids` / `terminating_flow_ids`.  `last` is the time the first event's delta is from.
 #[pyclass(module = "traceconv._core.encode")]
 pub struct EventEncoder {
     table: Py<ArgsTable>,
@@ -1046,6 +1047,8 @@ pub struct EventEncoder {
     fo: Flows,
     fi: Flows,
     last: i64,
+    /// a flow's id: (index + 1) * scale + base
+    flow_ids: (u64, u64),
     parallel_rows: usize,
     /// the predictions of pass 2 (one set per thread), kept from step to step
     preds_s: [Pred; 2],
@@ -1100,7 +1103,7 @@ fn counter_int(bits: u64) -> Option<u64> {
 
 /// The packet of one event: its sequence id and flags, its track event, its timestamp.  `default_uuid` is the sequence's `TrackEventDefaults.track_uuid`: an
 /// event on that track leaves its `track_uuid` out.
-fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, default_uuid: u64, ev: &Ev) {
+fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, default_uuid: u64, flow_ids: (u64, u64), ev: &Ev) {
     let vl = |v: u64| encoded_len_varint(v);
     let own_track = ev.uuid != default_uuid;
     let mut te = key_len(E_TYPE) + vl(ev.etype);
@@ -1153,13 +1156,14 @@ fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, default_uuid:
             encode_varint(ev.cat, out);
         }
         out.extend_from_slice(ev.ann);
+        let (scale, base) = flow_ids;
         for &(_, f) in ev.fo {
             encode_key(E_FLOW, WireType::SixtyFourBit, out);
-            out.extend_from_slice(&(f as u64).to_le_bytes());
+            out.extend_from_slice(&(f as u64 * scale + base).to_le_bytes());
         }
         for &(_, f) in ev.fi {
             encode_key(E_TFLOW, WireType::SixtyFourBit, out);
-            out.extend_from_slice(&(f as u64).to_le_bytes());
+            out.extend_from_slice(&(f as u64 * scale + base).to_le_bytes());
         }
     }
     // the timestamp last: protobuf readers take fields in any order, and the one field that differs
@@ -1180,7 +1184,7 @@ fn idx(v: i64, n: usize, what: &str) -> Result<usize, String> {
 impl EventEncoder {
     #[new]
     #[pyo3(signature = (table, codes, seq_id, flags, uuids, iids, slices, instants, counters, flows_out, flows_in,
-                        last, default_uuid = 0, parallel_rows = PARALLEL_ROWS))]
+                        last, default_uuid = 0, parallel_rows = PARALLEL_ROWS, flow_ids = (1, 0)))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -1198,7 +1202,11 @@ impl EventEncoder {
         last: i64,
         default_uuid: u64,
         parallel_rows: usize,
+        flow_ids: (u64, u64),
     ) -> PyResult<Self> {
+        if flow_ids.0 == 0 || (u32::MAX as u64 + 1).checked_mul(flow_ids.0).and_then(|m| m.checked_add(flow_ids.1)).is_none() {
+            return Err(PyValueError::new_err("EventEncoder: flow_ids (scale, base) would give 0 or overflow 64 bits"));
+        }
         let n = slices.0.bind(py).len()?;
         let (fo, fi) = (flow_ends(&column(&flows_out), n, "flow source")?,
                         flow_ends(&column(&flows_in), n, "flow destination")?);
@@ -1207,7 +1215,7 @@ impl EventEncoder {
         let cat_iids = column(&iids.1).iter().map(|&u| u.max(0) as u64).collect();
         Ok(EventEncoder {
             table, codes, seq_id, flags, uuids, name_iids, cat_iids, default_uuid, s: slices, i: instants, c: counters, fo, fi,
-            last, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
+            last, flow_ids, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
         })
     }
 
@@ -1262,7 +1270,7 @@ impl EventEncoder {
                 }
             }
         }
-        let (seq, flags, uuids, default_uuid) = (self.seq_id, self.flags, &self.uuids, self.default_uuid);
+        let (seq, flags, uuids, default_uuid, flow_ids) = (self.seq_id, self.flags, &self.uuids, self.default_uuid, self.flow_ids);
         let (name_iids, cat_iids) = (&self.name_iids, &self.cat_iids);
         let (nn, nc) = (name_iids.len(), cat_iids.len());
         let mut last = self.last;
@@ -1313,7 +1321,7 @@ impl EventEncoder {
                     } else {
                         return Err(format!("run: unknown event kind {k}"));
                     };
-                    put_packet(&mut out, delta, seq, flags, default_uuid, &ev);
+                    put_packet(&mut out, delta, seq, flags, default_uuid, flow_ids, &ev);
                     last = t;
                 }
                 Ok::<_, String>(out)

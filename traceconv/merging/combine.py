@@ -95,48 +95,7 @@ def _is_device(name: str, labels: list[str]) -> bool:
 def append_rank(dst: Trace, src: Trace, rank: int, offset: int) -> None:
     """Copy ``src`` into ``dst`` as rank ``rank``'s namespace, shifted by ``offset`` ns."""
     smap = np.array([dst.strings.intern(x) for x in src.strings.strings], dtype=np.int32)
-    # processes: host before devices, then by their own sort order
-    order = sorted(src.processes, key=lambda p: (_is_device(p.name, p.labels),
-                                                 p.sort_index if p.sort_index is not None else 0, p.id))
-    pmap: dict[int, Any] = {}
-    base_sort = rank * 1000
-    for k, p in enumerate(order):
-        if isinstance(p.raw_pid, int) and not _is_device(p.name, p.labels):
-            name = f"rank {rank} · {p.name or 'process'} (pid {p.raw_pid})"
-        else:
-            name = f"rank {rank} · {p.name or p.raw_pid or 'process'}"
-        q = dst.process(("rank", rank, id(src), p.id), name, synthetic=True, pid=base_sort + k + 1)
-        q.sort_index = base_sort + k
-        q.labels = [f"rank {rank}", *p.labels]
-        q.args = {**p.args, "rank": rank, "raw_pid": p.raw_pid if isinstance(p.raw_pid, (int, str)) else None}
-        pmap[p.id] = q
-    tmap = np.zeros(len(src.tracks), dtype=np.int32)
-    for t in src.tracks:
-        base = t
-        while base.kind is TrackKind.LANE and base.parent is not None:
-            base = src.tracks[base.parent]
-        if base is not t:
-            continue
-        if t.kind is TrackKind.PROCESS:
-            tmap[t.id] = dst.process_track(pmap[t.process]).id
-        elif t.kind is TrackKind.THREAD:
-            th = src.threads[t.thread]
-            nt = dst.thread(pmap[th.process], th.tid, th.name)
-            nt.sort_index = th.sort_index
-            tmap[t.id] = nt.track
-        else:
-            proc = pmap[t.process] if t.process is not None else None
-            name = t.name if proc is not None else f"rank {rank} · {t.name}"
-            if t.kind is TrackKind.COUNTER:
-                tmap[t.id] = dst.track(TrackKind.COUNTER, name, proc, unit=t.unit, series=t.series).id
-            else:
-                tmap[t.id] = dst.new_track(t.kind, name, proc).id
-    for t in src.tracks:
-        if t.kind is TrackKind.LANE:
-            base = t
-            while base.kind is TrackKind.LANE and base.parent is not None:
-                base = src.tracks[base.parent]
-            tmap[t.id] = tmap[base.id]
+    tmap = _rank_tracks(dst, src, rank, lanes=False)
 
     def ext(dst_arr, src_arr, dtype, fn=None):
         a = np.frombuffer(src_arr, dtype=dtype) if len(src_arr) else np.zeros(0, dtype)
@@ -166,6 +125,64 @@ def append_rank(dst: Trace, src: Trace, rank: int, offset: int) -> None:
     ext(df.dst, sf.dst, np.int64, lambda a: a + first)
     ext(df.name, sf.name, np.int32, lambda a: smap[a])
     dst.diagnostics.extend(src.diagnostics)
+
+
+def append_tracks(dst: Trace, src: Trace, rank: int) -> np.ndarray:
+    """Copy ``src``'s processes, threads and tracks -- not its events -- into ``dst`` as rank
+    ``rank``'s namespace, each track its own (lanes kept as lanes): the merged trace of ranks whose
+    events were encoded where they were read.  Returns the ``dst`` track of each ``src`` track."""
+    return _rank_tracks(dst, src, rank, lanes=True)
+
+
+def _rank_tracks(dst: Trace, src: Trace, rank: int, lanes: bool) -> np.ndarray:
+    """``src``'s processes, threads and tracks in ``dst`` as rank ``rank``'s: the ``dst`` track of
+    each ``src`` track.  A lane goes onto its track (``lanes`` False: nesting the merged trace makes
+    them again), or stays a lane of it; a named track is a new one (``lanes`` True: one ``dst``
+    track per ``src`` track) or one of the rank's of that name."""
+    # processes: host before devices, then by their own sort order
+    order = sorted(src.processes, key=lambda p: (_is_device(p.name, p.labels),
+                                                 p.sort_index if p.sort_index is not None else 0, p.id))
+    pmap: dict[int, Any] = {}
+    base_sort = rank * 1000
+    for k, p in enumerate(order):
+        if isinstance(p.raw_pid, int) and not _is_device(p.name, p.labels):
+            name = f"rank {rank} · {p.name or 'process'} (pid {p.raw_pid})"
+        else:
+            name = f"rank {rank} · {p.name or p.raw_pid or 'process'}"
+        q = dst.process(("rank", rank, id(src), p.id), name, synthetic=True, pid=base_sort + k + 1)
+        q.sort_index = base_sort + k
+        q.labels = [f"rank {rank}", *p.labels]
+        q.args = {**p.args, "rank": rank, "raw_pid": p.raw_pid if isinstance(p.raw_pid, (int, str)) else None}
+        pmap[p.id] = q
+    tmap = np.zeros(len(src.tracks), dtype=np.int32)
+    for t in src.tracks:
+        if t.kind is TrackKind.LANE and t.parent is not None:
+            continue
+        if t.kind is TrackKind.PROCESS:
+            tmap[t.id] = dst.process_track(pmap[t.process]).id
+        elif t.kind is TrackKind.THREAD:
+            th = src.threads[t.thread]
+            nt = dst.thread(pmap[th.process], th.tid, th.name)
+            nt.sort_index = th.sort_index
+            tmap[t.id] = nt.track
+        else:
+            proc = pmap[t.process] if t.process is not None else None
+            name = t.name if proc is not None else f"rank {rank} · {t.name}"
+            if lanes:
+                tr = dst.new_track(t.kind, name, proc)
+                tr.unit, tr.series = t.unit, t.series
+                tmap[t.id] = tr.id
+            elif t.kind is TrackKind.COUNTER:
+                tmap[t.id] = dst.track(TrackKind.COUNTER, name, proc, unit=t.unit, series=t.series).id
+            else:
+                tmap[t.id] = dst.new_track(t.kind, name, proc).id
+    for t in src.tracks:                       # (a lane comes after its track)
+        if t.kind is TrackKind.LANE and t.parent is not None:
+            base = t
+            while base.kind is TrackKind.LANE and base.parent is not None:
+                base = src.tracks[base.parent]
+            tmap[t.id] = dst.add_lane(dst.tracks[tmap[base.id]], t.lane).id if lanes else tmap[base.id]
+    return tmap
 
 
 def _named_window(trace: Trace, name: str) -> tuple[int, int]:

@@ -4,28 +4,32 @@ cut to the window, write one trace or a Perfetto merge archive."""
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .. import formats as _formats
 from ..api import PathLike, save
 from ..errors import TraceconvError, WarningCode
+from ..io import atomic_output
 from ..model import Clock, Trace
 from ..remote import URL, as_url, is_url
+from ..writers import perfetto
 from ..writers.archive import write_archive
 from .align import Alignment, Loaded, align
-from .combine import _filter, append_rank, parse_window, resolve_window, shift
+from .combine import _filter, append_rank, append_tracks, parse_window, resolve_window, shift
 from .engine import DaskEngine, make_engine
 from .inputs import InputPath, collect_inputs, rank_from_name
 from .options import ALIGN_METHODS, RANK_MAX, parse_duration, parse_rank_map, parse_ranks, parse_window_spec
-from .ranks import encode_rank, features, finish_rank, load_features, load_rank, reload_encode, reload_finish
+from .ranks import (encode_rank, features, finish_rank, load_features, load_rank, load_sequence, reload_encode,
+                    reload_finish, reload_sequence, sequence_of)
 
 # On a cluster, each rank's trace stays on its worker between the two passes while the JSON per
 # worker is at most this (a trace in memory takes about 0.45 x its JSON: 1.5 GB of JSON is ~0.7 GB);
 # past that each file is read twice, one rank in memory at a time
 HOLD_BYTES_PER_WORKER = 1_500_000_000
 GZIP_RATIO = 8                   # a .gz file's JSON, guessed from its size
+SPOOL_COPY = 8 << 20             # the encoded ranks are copied from their spool file this much at a time
 
 
 def _json_bytes(files: list[InputPath]) -> int:
@@ -98,12 +102,15 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
     most HOLD_BYTES_PER_WORKER of JSON per worker); else each file is read twice, one rank in memory
     at a time.
 
-    On the local engine, files are parsed in a process pool and appended to the merged trace one
-    by one in the inputs' order, so memory holds the kept events and a few files in flight; the
-    clock offsets are applied in place once every rank is known.  On Dask, each rank's trace stays
-    on the worker that read it; only its alignment features come to the client, and then (once
-    the offsets and the window are known) its events inside the window, or, for an archive, its
-    encoded .pftrace.  ``progress(done, total, path)`` is called as each file is parsed.
+    For one Perfetto trace with no window, each rank is encoded where it is read as a packet
+    sequence of its own whose clock the merged file moves by the rank's offset (see
+    :meth:`_Run.by_sequence`): only its encoded events and its tracks come back.  Otherwise, on the
+    local engine, files are parsed in a process pool and appended to the merged trace one by one in
+    the inputs' order, so memory holds the kept events and a few files in flight; the clock offsets
+    are applied in place once every rank is known.  On Dask, each rank's trace stays on the worker
+    that read it; only its alignment features come to the client, and then (once the offsets are
+    known) its encoded sequence, its events inside the window, or, for an archive, its encoded
+    .pftrace.  ``progress(done, total, path)`` is called as each file is parsed.
 
     >>> import tempfile, os, traceconv
     >>> out = os.path.join(tempfile.mkdtemp(), "run.pftrace")
@@ -149,6 +156,7 @@ class _Run:
         self.claims: dict[tuple[int, str], InputPath] = {}
         self.events = 0
         self.names: list[str] = []               # archive entry of each kept file
+        self.slices = 0                          # kept slices (ranks encoded where read)
 
     def progress(self, done: int, total: int, path: Any) -> None:
         if self.user_progress:
@@ -228,7 +236,52 @@ class _Run:
 
     # -------------------------------------------------------------- this machine
 
+    def by_sequence(self) -> bool:
+        """Whether each rank's events are encoded where the rank is read, as a packet sequence of
+        its own (:func:`.ranks.sequence_of`), and the merged file assembled from them: for one
+        Perfetto trace with no time window (a window needs every rank's offset first)."""
+        return self.out_fmt == "perfetto" and not self.archive and self.win is None
+
+    def assemble(self, alignments: dict[int, Alignment], parts: list[tuple[Any, int, int, int]],
+                 uuids: list[int], spool: Any) -> None:
+        """Write the merged .pftrace: the merged trace's descriptors (its tracks are the ranks',
+        ``uuids`` theirs in the sequences) and metadata, then each rank's sequence, its clock moved
+        by the rank's offset, its packets copied from ``spool`` (``parts``: sequence, rank, where,
+        length)."""
+        def chunks(at: int, size: int) -> Iterator[bytes]:
+            spool.seek(at)
+            while size > 0:
+                b = spool.read(min(size, SPOOL_COPY))
+                if not b:
+                    raise OSError("the merge's spool file ended early")
+                size -= len(b)
+                yield b
+
+        with atomic_output(self.out, inputs=self.files, binary=True) as out:
+            perfetto.write_sequences(self.merged, uuids,
+                                     ((seq, alignments[r].offset_ns, chunks(at, size)) for seq, r, at, size in parts),
+                                     out)
+
+    def spooled(self, spool: Any, parts: list[tuple[Any, int, int, int]], uuids: list[int],
+                item: Loaded, r: int) -> None:
+        """Take a kept rank encoded as a sequence: its tracks into the merged trace (their uuids
+        noted), its packets onto ``spool``."""
+        tmap = append_tracks(self.merged, item.trace, r)
+        uuids.extend([0] * (len(self.merged.tracks) - len(uuids)))
+        for local, m in enumerate(tmap.tolist()):
+            uuids[m] = item.uuids[local]
+        seq = item.sequence
+        if seq.packets:                  # (a rank with no events has no sequence: nothing to move)
+            at = spool.seek(0, 2)
+            spool.write(seq.packets)
+            parts.append((replace(seq, packets=b""), r, at, len(seq.packets)))
+        item.sequence = None
+        self.merged.diagnostics.extend(item.trace.diagnostics)
+        self.slices += item.slices
+
     def here(self, eng: Any) -> MergeResult:
+        if self.by_sequence():
+            return self.here_by_sequence(eng)
         merged = self.merged
         spans: list = []
         tmp = tempfile.TemporaryDirectory(prefix="traceconv-") if self.archive else None
@@ -266,6 +319,23 @@ class _Run:
             if tmp is not None:
                 tmp.cleanup()
         return self.result(alignments, len(merged.slices))
+
+    def here_by_sequence(self, eng: Any) -> MergeResult:
+        parts: list[tuple[Any, int, int, int]] = []
+        uuids: list[int] = []
+        n = len(self.files)
+        with tempfile.TemporaryFile(prefix="traceconv-merge-") as spool:
+            def add(item: Loaded, r: int, how: str, _handle: Any) -> None:
+                if self.claim(item, r):
+                    self.spooled(spool, parts, uuids, item, r)
+                    self.kept.append((item, r, how))
+
+            items = [(f, self.fmt, self.cats, self.min_ns, k, n) for k, f in enumerate(self.files)]
+            self.order(((it, None) for it in eng.map(load_sequence, items, self.files, self.progress)), add)
+            alignments = self.aligned()
+            self.finish(alignments)
+            self.assemble(alignments, parts, uuids, spool)
+        return self.result(alignments, self.slices)
 
     # -------------------------------------------------------------- a Dask cluster
 
@@ -317,6 +387,8 @@ class _Run:
                 self.finish(alignments)
                 write_archive(archived, alignments, self.out, self.files)
             return self.result(alignments, slices)
+        if self.by_sequence():
+            return self._sequences_on_cluster(eng, hold, alignments, held, labels)
         merged = self.merged
         finished = second(finish_rank, reload_finish)
         for (trace, dropped), (it, r, _), (_, unranked) in zip(finished, self.kept, held):
@@ -329,6 +401,28 @@ class _Run:
         self.finish(alignments)
         save(merged, self.out, self.out_fmt, inputs=self.files)
         return self.result(alignments, len(merged.slices))
+
+    def _sequences_on_cluster(self, eng: DaskEngine, hold: bool, alignments: dict[int, Alignment],
+                              held: list[tuple[Any, bool]], labels: list[Any]) -> MergeResult:
+        """Each kept rank encoded on its worker as a sequence of the merged file (as on this
+        machine: the same bytes), then the file assembled here."""
+        where = {str(f): k for k, f in enumerate(self.files)}
+        args = [(where[str(it.path)], len(self.files)) for it, _, _ in self.kept]
+        if hold:
+            got = eng.then(sequence_of, [(h, a) for (h, _), a in zip(held, args)], labels)
+        else:
+            got = eng.map(reload_sequence, [(h, self.fmt, self.cats, self.min_ns, *a) for (h, _), a in zip(held, args)],
+                          labels)
+        parts: list[tuple[Any, int, int, int]] = []
+        uuids: list[int] = []
+        with tempfile.TemporaryFile(prefix="traceconv-merge-") as spool:
+            for item, (it, r, _), (_, unranked) in zip(got, self.kept, held):
+                if unranked:
+                    self.note_unranked(it, r)
+                self.spooled(spool, parts, uuids, item, r)
+            self.finish(alignments)
+            self.assemble(alignments, parts, uuids, spool)
+        return self.result(alignments, self.slices)
 
     def _diagnostics_in_order(self, held: list[tuple[Any, bool]]) -> None:
         """What the merged trace's diagnostics hold on the local engine, in its order (an archive on

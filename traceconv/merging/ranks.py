@@ -39,6 +39,36 @@ def features(item: Loaded) -> Loaded:
                   item.time_range)
 
 
+def sequence_of(item: Loaded, k: int, files: int) -> Loaded:
+    """The rank's events encoded where they were read, as packet sequence ``k`` of a merged
+    .pftrace of ``files`` files (:func:`traceconv.writers.perfetto.encode_sequence`): its own
+    sequence id, track uuids ``id * files + k + 1`` and flow ids ``(i + 1) * files + k``, unique in
+    the file.  Its clock starts at its own first event; the merged file's first packet of the
+    sequence moves it by the rank's offset, so it is encoded before the offsets are known.  Returns
+    the features with a stub trace that keeps the tracks (for their descriptors)."""
+    trace = item.trace
+    nest(trace)
+    uuids = [t.id * files + k + 1 for t in trace.tracks]
+    seq = perfetto.encode_sequence(trace, perfetto.SEQ_ID + 1 + k, uuids, (files, k), threads=False)
+    out = features(item)                 # (after encoding: with what nesting and writing noted)
+    stub = out.trace
+    stub.processes, stub.threads, stub.tracks = trace.processes, trace.threads, trace.tracks
+    out.sequence, out.uuids, out.slices = seq, uuids, len(trace.slices)
+    return out
+
+
+def load_sequence(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                  k: int, files: int) -> Loaded:
+    """:func:`load_rank` then :func:`sequence_of`: only the encoded events and the stub travel."""
+    return sequence_of(load_rank(path, fmt, drop_cats, min_dur), k, files)
+
+
+def reload_sequence(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                    k: int, files: int) -> Loaded:
+    """:func:`load_sequence` for the second pass on a cluster (the features are known already)."""
+    return sequence_of(_reread(path, fmt, drop_cats, min_dur), k, files)
+
+
 def finish_rank(item: Loaded, offset: int, window: tuple[int, int] | None) -> tuple[Trace, dict[str, int]]:
     """The rank's trace cut to ``window`` (in the merged time: the rank's times plus ``offset``),
     and what the cut left out."""

@@ -247,13 +247,9 @@ _warm = False
 def write_pftrace(trace: Trace, out: Any) -> None:
     """The project's Perfetto writer on the calling thread only: no pool thread per flush (the
     recorder must not take a core from the program, and at interpreter exit no new thread can
-    start).  ``_write(trace, out, None)`` is what ``write`` runs without a second core."""
+    start)."""
     from ..writers import perfetto
-    inner = getattr(perfetto, "_write", None)
-    if inner is not None:
-        inner(trace, out, None)
-    else:                                        # the writer changed shape: its public entry
-        perfetto.write(trace, out)
+    perfetto.write(trace, out, threads=False)
 
 
 def _warm_up() -> None:

@@ -2,7 +2,8 @@
 
 Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
 
-* one packet sequence (``trusted_packet_sequence_id`` 1); its first packet says
+* one packet sequence (``trusted_packet_sequence_id`` 1; a merge of ranks writes one per rank,
+  see :func:`write_sequences`, each laid out the same way); its first packet says
   ``first_packet_on_sequence`` and ``SEQ_INCREMENTAL_STATE_CLEARED``; every
   packet that uses incremental state (interned ids, the sequence's clock) says
   ``SEQ_NEEDS_INCREMENTAL_STATE``;
@@ -74,11 +75,14 @@ outputs are decoded with ``perfetto_trace_pb2``.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import struct
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, BinaryIO
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Iterable, Iterator
 
 import msgspec
 import numpy as np
@@ -342,10 +346,11 @@ def _packed(iids: list[int], items: list[bytes]) -> tuple[np.ndarray, np.ndarray
     return np.asarray(iids, np.int64), data, off
 
 
-def _interned_packets(out: BinaryIO, field: int, iids: np.ndarray, data: np.ndarray, off: np.ndarray) -> None:
-    """Interned entries in packets of at most about _INTERNED_MAX bytes each."""
+def _interned_packets(out: BinaryIO, seq_id: int, field: int, iids: np.ndarray, data: np.ndarray,
+                      off: np.ndarray) -> None:
+    """Interned entries in packets of at most about _INTERNED_MAX bytes each, on sequence ``seq_id``."""
     if len(iids):
-        out.write(_enc.interned_packets(field, iids, data, off, SEQ_ID, SEQ_NEEDS, _INTERNED_MAX))
+        out.write(_enc.interned_packets(field, iids, data, off, seq_id, SEQ_NEEDS, _INTERNED_MAX))
 
 
 def _field(message: str, field: str, value: "int | bool | str | bytes") -> bytes:
@@ -371,19 +376,41 @@ def _defaults(default_uuid: int) -> bytes:
 
 
 def _header_packets(trace: Trace, uuids: list[int], t0: int, default_uuid: int = 0) -> bytes:
+    """The file's first packets: its one sequence's first packet, the descriptors, the metadata."""
+    return (_sequence_start(SEQ_ID, t0, default_uuid, t0) + _descriptor_packets(trace, uuids)
+            + _metadata_packet(trace))
+
+
+def _sequence_start(seq_id: int, t0: int, default_uuid: int, boot: int) -> bytes:
+    """The first packet of sequence ``seq_id``: its clock -- timestamps are deltas on clock 64,
+    which reads ``t0`` when BOOTTIME (the default trace clock) reads ``boot`` -- and its defaults."""
+    if boot < 0:
+        raise ValueError("negative timestamps cannot be written to a Perfetto trace")
     f = _field
-    # the sequence's clock: timestamps are deltas on clock 64, which reads t0 when BOOTTIME (the
-    # default trace clock) reads t0
     clock = "ClockSnapshot.Clock"
-    clocks = (f("ClockSnapshot", "clocks", f(clock, "clock_id", BUILTIN_CLOCK_BOOTTIME) + f(clock, "timestamp", t0))
+    clocks = (f("ClockSnapshot", "clocks", f(clock, "clock_id", BUILTIN_CLOCK_BOOTTIME) + f(clock, "timestamp", boot))
               + f("ClockSnapshot", "clocks", f(clock, "clock_id", SEQ_CLOCK) + f(clock, "timestamp", t0)
                   + f(clock, "is_incremental", True)))
-    out = [_packet(f("TracePacket", "clock_snapshot", clocks),
-                   f("TracePacket", "trusted_packet_sequence_id", SEQ_ID),
+    return _packet(f("TracePacket", "clock_snapshot", clocks),
+                   f("TracePacket", "trusted_packet_sequence_id", seq_id),
                    f("TracePacket", "sequence_flags", SEQ_CLEARED),
                    f("TracePacket", "trace_packet_defaults", _defaults(default_uuid)),
-                   f("TracePacket", "first_packet_on_sequence", True))]
+                   f("TracePacket", "first_packet_on_sequence", True))
 
+
+def _opening(opens: bool) -> tuple[bytes, bytes]:
+    """The fields that make a packet the first of its sequence (``opens``), around its payload:
+    ``sequence_flags`` (13) before it, ``first_packet_on_sequence`` (87) after it."""
+    if not opens:
+        return b"", b""
+    return _field("TracePacket", "sequence_flags", SEQ_CLEARED), _field("TracePacket", "first_packet_on_sequence", True)
+
+
+def _descriptor_packets(trace: Trace, uuids: list[int], opens: bool = False) -> bytes:
+    """A TrackDescriptor for every track of ``trace`` (track ``k``'s uuid: ``uuids[k]``); ``opens``:
+    the first one is the first packet of its sequence."""
+    f = _field
+    out = []
     proc_uuid = {t.process: uuids[t.id] for t in trace.tracks if t.kind is TrackKind.PROCESS}
     has_lanes = {t.parent for t in trace.tracks if t.kind is TrackKind.LANE and t.parent is not None}
     for t in trace.tracks:
@@ -425,17 +452,25 @@ def _header_packets(trace: Trace, uuids: list[int], t0: int, default_uuid: int =
                 counter = f("TrackDescriptor", "counter", counter)
         ordering = f("TrackDescriptor", "child_ordering", CHILD_ORDERING_EXPLICIT) if t.id in has_lanes else b""
         d += [name, process, thread, parent, counter, ordering, lane]
-        out.append(_packet(f("TracePacket", "trusted_packet_sequence_id", SEQ_ID),
-                           f("TracePacket", "track_descriptor", b"".join(d))))
+        before, after = _opening(opens and not out)
+        out.append(_packet(f("TracePacket", "trusted_packet_sequence_id", SEQ_ID), before,
+                           f("TracePacket", "track_descriptor", b"".join(d)), after))
+    return b"".join(out)
+
+
+def _metadata_packet(trace: Trace, opens: bool = False) -> bytes:
+    """The trace's metadata (traceconv's own, then the source's) as a ChromeEventBundle (``opens``:
+    the first packet of its sequence)."""
+    f = _field
     meta = {"traceconv": {"version": __version__, **trace.meta.as_dict()}, **trace.meta.extra}
     entries = []
     for k, v in meta.items():
         value = (f("ChromeMetadata", "string_value", v) if isinstance(v, str)
                  else f("ChromeMetadata", "json_value", orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS)))
         entries.append(f("ChromeEventBundle", "metadata", f("ChromeMetadata", "name", k) + value))
-    out.append(_packet(f("TracePacket", "chrome_events", b"".join(entries)),
-                       f("TracePacket", "trusted_packet_sequence_id", SEQ_ID)))
-    return b"".join(out)
+    before, after = _opening(opens)
+    return _packet(f("TracePacket", "chrome_events", b"".join(entries)),
+                   f("TracePacket", "trusted_packet_sequence_id", SEQ_ID), before, after)
 
 
 def _col(a: Any, dtype: Any) -> np.ndarray:
@@ -482,71 +517,132 @@ def _ranked_iids(s_ids: np.ndarray, i_ids: np.ndarray, n: int, zero_used: bool) 
     return iid, used
 
 
-def write(trace: Trace, out: BinaryIO) -> None:
-    # a second thread, when there is a second core: pass 1 over the args beside the sort of the
-    # stream's first window, then each next window sorted while this one is encoded (the compiled
-    # core releases the GIL, and splits a step's args rows over two threads of its own)
-    pool = ThreadPoolExecutor(1) if (os.cpu_count() or 1) > 1 else None
+def write(trace: Trace, out: BinaryIO, *, threads: bool = True) -> None:
+    """``trace`` (nested) as a Perfetto trace on ``out``.  ``threads`` False: on the calling thread
+    only (the recorder's flushes, which must not take a core from the program, and may run at
+    interpreter exit, when no thread can start)."""
+    with _two_threads(threads) as pool:
+        uuids = [t.id + 1 for t in trace.tracks]
+        events = _Events(trace, uuids, pool)
+        out.write(_header_packets(trace, uuids, events.t0, events.default_uuid))
+        events.write(out, SEQ_ID)
+
+
+@contextlib.contextmanager
+def _two_threads(wanted: bool = True) -> Iterator[ThreadPoolExecutor | None]:
+    """A second thread, when there is a second core: pass 1 over the args beside the sort of the
+    stream's first window, then each next window sorted while this one is encoded (the compiled
+    core releases the GIL, and splits a step's args rows over two threads of its own)."""
+    pool = ThreadPoolExecutor(1) if wanted and (os.cpu_count() or 1) > 1 else None
     try:
-        _write(trace, out, pool)
+        yield pool
     finally:
         if pool is not None:
             pool.shutdown()
 
 
-def _write(trace: Trace, out: BinaryIO, pool: ThreadPoolExecutor | None) -> None:
-    planned = pool.submit(ArgsPlan, trace) if pool is not None else None
-    windows = event_windows(trace, _WINDOW)
-    window = next(windows, None)             # the first window of the stream, sorted
-    plan = planned.result() if planned is not None else ArgsPlan(trace)
-    total = stream_length(trace)
-    t0 = int(window[0][0]) if window is not None else 0       # the earliest time of all
-    if t0 < 0:
-        raise ValueError("negative timestamps cannot be written to a Perfetto trace")
-    uuids = [t.id + 1 for t in trace.tracks]
-    s, ins, cnt, flows = trace.slices, trace.instants, trace.counters, trace.flows
-    s_track, i_track, c_track = _col(s.track, np.int32), _col(ins.track, np.int32), _col(cnt.track, np.int32)
-    default_uuid = _default_uuid(uuids, s_track, i_track, c_track)
-    out.write(_header_packets(trace, uuids, t0, default_uuid))
+@dataclass
+class Sequence:
+    """The events of a trace encoded as a packet sequence of their own (:func:`encode_sequence`),
+    for a file assembled elsewhere (:func:`write_sequences`): its id, the time of its first event
+    (where its incremental clock starts), the track its events leave out, and the packets (its
+    interned data, then its events), which need a first packet saying all that before them."""
+    seq_id: int
+    t0: int
+    default_uuid: int
+    packets: bytes
 
-    report("writing Perfetto protobuf", 0, total)
-    strings = trace.strings
-    # names and categories: each its own iid space, the most used first (the shortest varints)
-    s_name, i_name = _col(s.name, np.int32), _col(ins.name, np.int32)
-    s_cat, i_cat = _col(s.cat, np.int32), _col(ins.cat, np.int32)
-    name_iids, names = _ranked_iids(s_name, i_name, len(strings), True)
-    cat_iids, cats = _ranked_iids(s_cat, i_cat, len(strings), False)
-    for field, sids in ((_I_NAMES, names), (_I_CATS, cats)):
-        _interned_packets(out, field, *_packed(list(range(1, len(sids) + 1)), [_key(strings[i]) for i in sids.tolist()]))
-    _interned_packets(out, _I_ANN, *plan.annotation_names())
-    _interned_packets(out, _I_STRINGS, *plan.string_values())
 
-    columns = (s.args, ins.args)
+def encode_sequence(trace: Trace, seq_id: int, uuids: list[int], flow_ids: tuple[int, int] = (1, 0), *,
+                    threads: bool = True) -> Sequence:
+    """The events of ``trace`` (nested) as sequence ``seq_id``: its tracks are ``uuids`` (one per
+    track, unique in the file) and its flows' ids ``(k + 1) * scale + base`` for ``flow_ids = (scale,
+    base)`` (unique in the file when each sequence has its own base below one scale).  ``threads``
+    False: on this thread only (where other processes already keep the cores busy)."""
+    buf = io.BytesIO()
+    with _two_threads(threads) as pool:
+        events = _Events(trace, uuids, pool)
+        events.write(buf, seq_id, flow_ids)
+    return Sequence(seq_id, events.t0, events.default_uuid, buf.getvalue())
 
-    def fallback(which: int, rows: np.ndarray) -> list[bytes]:
-        col = columns[which]
-        return [plan.python(col[r]) for r in rows.tolist()]
 
-    enc = _enc.EventEncoder(
-        plan.table, (BEGIN, END, INSTANT, COUNTER), SEQ_ID, SEQ_NEEDS, np.asarray(uuids, np.int64),
-        (name_iids, cat_iids),
-        (s_track, s_name, s_cat, _contiguous(plan.s_data, np.uint8), _contiguous(plan.s_off, np.int64)),
-        (i_track, i_name, i_cat, _contiguous(plan.i_data, np.uint8), _contiguous(plan.i_off, np.int64)),
-        (c_track, _col(cnt.value, np.float64).view(np.uint64)),
-        _col(flows.src, np.int64), _col(flows.dst, np.int64),
-        t0, default_uuid=default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62)
-    # the stream a window at a time, each in steps: the annotations of a step's rows exist for that
-    # step only
-    done = 0
-    for time, kind, index in _ahead(window, windows, pool):
-        size = len(time)
-        for lo in range(0, size, _STEP):
-            report("writing Perfetto protobuf", done + lo, total)
-            hi = min(lo + _STEP, size)
-            # (a uint8 array handed over by the encoder, written through a memoryview: a plain
-            # buffer to any file object, never an array to add to)
-            out.write(memoryview(enc.run(time[lo:hi], kind[lo:hi], index[lo:hi], fallback)))
-            s.args.forget()
-            ins.args.forget()
-        done += size
-    argtext.warn(trace.diagnostics, plan.python.counts)
+def write_sequences(trace: Trace, uuids: list[int], sequences: Iterable[tuple[Sequence, int, Iterable[Any]]],
+                    out: BinaryIO) -> None:
+    """A file of sequences encoded elsewhere: the descriptors of ``trace``'s tracks (``uuids``, the
+    uuids the sequences use) and its metadata, then for each ``(sequence, offset, chunks)`` the
+    sequence's first packet, its clock moved by ``offset`` ns on the trace's clock, and its packets
+    (``chunks``: the sequence's ``packets``, or the same bytes in pieces)."""
+    # (the descriptors' sequence starts with the first of them, or with the metadata)
+    out.write(_descriptor_packets(trace, uuids, opens=True) + _metadata_packet(trace, opens=not trace.tracks))
+    for seq, offset, chunks in sequences:
+        out.write(_sequence_start(seq.seq_id, seq.t0, seq.default_uuid, seq.t0 + offset))
+        for c in chunks:
+            out.write(c)
+
+
+class _Events:
+    """The event packets of a trace (nested: :func:`traceconv.model.layout.nest`), planned: pass 1
+    over the args, the stream's first window sorted, where the sequence's clock starts (``t0``) and
+    its default track; :meth:`write` writes the interned data and the events."""
+
+    def __init__(self, trace: Trace, uuids: list[int], pool: ThreadPoolExecutor | None) -> None:
+        self.trace, self.uuids, self.pool = trace, uuids, pool
+        planned = pool.submit(ArgsPlan, trace) if pool is not None else None
+        self.windows = event_windows(trace, _WINDOW)
+        self.window = next(self.windows, None)             # the first window of the stream, sorted
+        self.plan = planned.result() if planned is not None else ArgsPlan(trace)
+        self.t0 = int(self.window[0][0]) if self.window is not None else 0       # the earliest time of all
+        if self.t0 < 0:
+            raise ValueError("negative timestamps cannot be written to a Perfetto trace")
+        s, ins, cnt = trace.slices, trace.instants, trace.counters
+        self.tracks = (_col(s.track, np.int32), _col(ins.track, np.int32), _col(cnt.track, np.int32))
+        self.default_uuid = _default_uuid(uuids, *self.tracks)
+
+    def write(self, out: BinaryIO, seq_id: int, flow_ids: tuple[int, int] = (1, 0)) -> None:
+        trace, plan, pool = self.trace, self.plan, self.pool
+        s, ins, cnt, flows = trace.slices, trace.instants, trace.counters, trace.flows
+        s_track, i_track, c_track = self.tracks
+        total = stream_length(trace)
+        report("writing Perfetto protobuf", 0, total)
+        strings = trace.strings
+        # names and categories: each its own iid space, the most used first (the shortest varints)
+        s_name, i_name = _col(s.name, np.int32), _col(ins.name, np.int32)
+        s_cat, i_cat = _col(s.cat, np.int32), _col(ins.cat, np.int32)
+        name_iids, names = _ranked_iids(s_name, i_name, len(strings), True)
+        cat_iids, cats = _ranked_iids(s_cat, i_cat, len(strings), False)
+        for field, sids in ((_I_NAMES, names), (_I_CATS, cats)):
+            _interned_packets(out, seq_id, field,
+                              *_packed(list(range(1, len(sids) + 1)), [_key(strings[i]) for i in sids.tolist()]))
+        _interned_packets(out, seq_id, _I_ANN, *plan.annotation_names())
+        _interned_packets(out, seq_id, _I_STRINGS, *plan.string_values())
+
+        columns = (s.args, ins.args)
+
+        def fallback(which: int, rows: np.ndarray) -> list[bytes]:
+            col = columns[which]
+            return [plan.python(col[r]) for r in rows.tolist()]
+
+        enc = _enc.EventEncoder(
+            plan.table, (BEGIN, END, INSTANT, COUNTER), seq_id, SEQ_NEEDS, np.asarray(self.uuids, np.int64),
+            (name_iids, cat_iids),
+            (s_track, s_name, s_cat, _contiguous(plan.s_data, np.uint8), _contiguous(plan.s_off, np.int64)),
+            (i_track, i_name, i_cat, _contiguous(plan.i_data, np.uint8), _contiguous(plan.i_off, np.int64)),
+            (c_track, _col(cnt.value, np.float64).view(np.uint64)),
+            _col(flows.src, np.int64), _col(flows.dst, np.int64),
+            self.t0, default_uuid=self.default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62,
+            flow_ids=flow_ids)
+        # the stream a window at a time, each in steps: the annotations of a step's rows exist for
+        # that step only
+        done = 0
+        for time, kind, index in _ahead(self.window, self.windows, pool):
+            size = len(time)
+            for lo in range(0, size, _STEP):
+                report("writing Perfetto protobuf", done + lo, total)
+                hi = min(lo + _STEP, size)
+                # (a uint8 array handed over by the encoder, written through a memoryview: a plain
+                # buffer to any file object, never an array to add to)
+                out.write(memoryview(enc.run(time[lo:hi], kind[lo:hi], index[lo:hi], fallback)))
+                s.args.forget()
+                ins.args.forget()
+            done += size
+        argtext.warn(trace.diagnostics, plan.python.counts)
