@@ -392,16 +392,22 @@ class Trace:
 
     def time_range(self) -> tuple[int, int] | None:
         """(first, last) timestamp over all events, or None for an empty trace."""
+        import numpy as np                  # (the model's module does not import numpy up front)
         lo: list[int] = []
         hi: list[int] = []
         s = self.slices
         if len(s):
-            lo.append(min(s.ts))
-            hi.append(max(a + b for a, b in zip(s.ts, s.dur)))
+            ts, dur = np.frombuffer(s.ts, np.int64), np.frombuffer(s.dur, np.int64)
+            lo.append(int(ts.min()))
+            if -MAX_TIME_NS <= lo[-1] and ts.max() <= MAX_TIME_NS and dur.max() <= MAX_TIME_NS:
+                hi.append(int((ts + dur).max()))          # (no end can overflow int64)
+            else:                                       # (times not yet in the model's domain)
+                hi.append(max(a + b for a, b in zip(s.ts, s.dur)))
         for col in (self.instants.ts, self.counters.ts):
             if len(col):
-                lo.append(min(col))
-                hi.append(max(col))
+                a = np.frombuffer(col, np.int64)
+                lo.append(int(a.min()))
+                hi.append(int(a.max()))
         return (min(lo), max(hi)) if lo else None
 
     def event_count(self) -> int:
