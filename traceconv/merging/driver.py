@@ -156,7 +156,6 @@ class _Run:
         self.claims: dict[tuple[int, str], InputPath] = {}
         self.events = 0
         self.names: list[str] = []               # archive entry of each kept file
-        self.slices = 0                          # kept slices (ranks encoded where read)
 
     def progress(self, done: int, total: int, path: Any) -> None:
         if self.user_progress:
@@ -242,43 +241,6 @@ class _Run:
         Perfetto trace with no time window (a window needs every rank's offset first)."""
         return self.out_fmt == "perfetto" and not self.archive and self.win is None
 
-    def assemble(self, alignments: dict[int, Alignment], parts: list[tuple[Any, int, int, int]],
-                 uuids: list[int], spool: Any) -> None:
-        """Write the merged .pftrace: the merged trace's descriptors (its tracks are the ranks',
-        ``uuids`` theirs in the sequences) and metadata, then each rank's sequence, its clock moved
-        by the rank's offset, its packets copied from ``spool`` (``parts``: sequence, rank, where,
-        length)."""
-        def chunks(at: int, size: int) -> Iterator[bytes]:
-            spool.seek(at)
-            while size > 0:
-                b = spool.read(min(size, SPOOL_COPY))
-                if not b:
-                    raise OSError("the merge's spool file ended early")
-                size -= len(b)
-                yield b
-
-        with atomic_output(self.out, inputs=self.files, binary=True) as out:
-            perfetto.write_sequences(self.merged, uuids,
-                                     ((seq, alignments[r].offset_ns, chunks(at, size)) for seq, r, at, size in parts),
-                                     out)
-
-    def spooled(self, spool: Any, parts: list[tuple[Any, int, int, int]], uuids: list[int],
-                item: Loaded, r: int) -> None:
-        """Take a kept rank encoded as a sequence: its tracks into the merged trace (their uuids
-        noted), its packets onto ``spool``."""
-        tmap = append_tracks(self.merged, item.trace, r)
-        uuids.extend([0] * (len(self.merged.tracks) - len(uuids)))
-        for local, m in enumerate(tmap.tolist()):
-            uuids[m] = item.uuids[local]
-        seq = item.sequence
-        if seq.packets:                  # (a rank with no events has no sequence: nothing to move)
-            at = spool.seek(0, 2)
-            spool.write(seq.packets)
-            parts.append((replace(seq, packets=b""), r, at, len(seq.packets)))
-        item.sequence = None
-        self.merged.diagnostics.extend(item.trace.diagnostics)
-        self.slices += item.slices
-
     def here(self, eng: Any) -> MergeResult:
         if self.by_sequence():
             return self.here_by_sequence(eng)
@@ -321,21 +283,21 @@ class _Run:
         return self.result(alignments, len(merged.slices))
 
     def here_by_sequence(self, eng: Any) -> MergeResult:
-        parts: list[tuple[Any, int, int, int]] = []
-        uuids: list[int] = []
-        n = len(self.files)
-        with tempfile.TemporaryFile(prefix="traceconv-merge-") as spool:
+        with _Spool(self.merged) as spool:
             def add(item: Loaded, r: int, how: str, _handle: Any) -> None:
                 if self.claim(item, r):
-                    self.spooled(spool, parts, uuids, item, r)
+                    spool.add(item, r)
                     self.kept.append((item, r, how))
 
+            n = len(self.files)
             items = [(f, self.fmt, self.cats, self.min_ns, k, n) for k, f in enumerate(self.files)]
             self.order(((it, None) for it in eng.map(load_sequence, items, self.files, self.progress)), add)
-            alignments = self.aligned()
-            self.finish(alignments)
-            self.assemble(alignments, parts, uuids, spool)
-        return self.result(alignments, self.slices)
+            return self.write_sequences(spool, self.aligned())
+
+    def write_sequences(self, spool: "_Spool", alignments: dict[int, Alignment]) -> MergeResult:
+        self.finish(alignments)
+        spool.write(self.out, self.files, alignments)
+        return self.result(alignments, spool.slices)
 
     # -------------------------------------------------------------- a Dask cluster
 
@@ -413,16 +375,12 @@ class _Run:
         else:
             got = eng.map(reload_sequence, [(h, self.fmt, self.cats, self.min_ns, *a) for (h, _), a in zip(held, args)],
                           labels)
-        parts: list[tuple[Any, int, int, int]] = []
-        uuids: list[int] = []
-        with tempfile.TemporaryFile(prefix="traceconv-merge-") as spool:
+        with _Spool(self.merged) as spool:
             for item, (it, r, _), (_, unranked) in zip(got, self.kept, held):
                 if unranked:
                     self.note_unranked(it, r)
-                self.spooled(spool, parts, uuids, item, r)
-            self.finish(alignments)
-            self.assemble(alignments, parts, uuids, spool)
-        return self.result(alignments, self.slices)
+                spool.add(item, r)
+            return self.write_sequences(spool, alignments)
 
     def _diagnostics_in_order(self, held: list[tuple[Any, bool]]) -> None:
         """What the merged trace's diagnostics hold on the local engine, in its order (an archive on
@@ -431,6 +389,56 @@ class _Run:
             if unranked:
                 self.note_unranked(it, r)
             self.merged.diagnostics.extend(it.trace.diagnostics)
+
+
+class _Spool:
+    """The kept ranks encoded as sequences (:func:`.ranks.sequence_of`), in the order they are kept:
+    their tracks go into the merged trace (each keeps the uuid its events use), their packets onto a
+    temporary file until every rank's offset is known; :meth:`write` then assembles the .pftrace."""
+
+    def __init__(self, merged: Trace) -> None:
+        self.merged = merged
+        self.file = tempfile.TemporaryFile(prefix="traceconv-merge-")
+        self.parts: list[tuple[perfetto.Sequence, int, int, int]] = []   # (sequence, rank, where, length)
+        self.uuids: list[int] = []               # of each track of the merged trace
+        self.slices = 0
+
+    def __enter__(self) -> "_Spool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
+
+    def add(self, item: Loaded, r: int) -> None:
+        tmap = append_tracks(self.merged, item.trace, r)
+        self.uuids.extend([0] * (len(self.merged.tracks) - len(self.uuids)))
+        for local, m in enumerate(tmap.tolist()):
+            self.uuids[m] = item.uuids[local]
+        seq = item.sequence
+        if seq.packets:                  # (a rank with no events has no sequence: nothing to move)
+            at = self.file.seek(0, 2)
+            self.file.write(seq.packets)
+            self.parts.append((replace(seq, packets=b""), r, at, len(seq.packets)))
+        item.sequence = None
+        self.merged.diagnostics.extend(item.trace.diagnostics)
+        self.slices += item.slices
+
+    def write(self, out: Path | URL, inputs: list[InputPath], alignments: dict[int, Alignment]) -> None:
+        """The merged .pftrace at ``out``: the merged trace's descriptors and metadata, then each
+        rank's sequence, its clock moved by the rank's offset, its packets copied from the spool."""
+        def chunks(at: int, size: int) -> Iterator[bytes]:
+            self.file.seek(at)
+            while size > 0:
+                b = self.file.read(min(size, SPOOL_COPY))
+                if not b:
+                    raise OSError("the merge's spool file ended early")
+                size -= len(b)
+                yield b
+
+        with atomic_output(out, inputs=inputs, binary=True) as f:
+            perfetto.write_sequences(self.merged, self.uuids,
+                                     ((seq, alignments[r].offset_ns, chunks(at, size)) for seq, r, at, size in self.parts),
+                                     f)
 
 
 def _add(into: dict[str, int], more: dict[str, int]) -> None:
