@@ -297,8 +297,8 @@ def test_predicted_rows_are_the_bytes_of_the_full_read(data):
     the shapes of rows, each key's last value) before reading it.  Rows of a few shapes with values
     from small pools (so keys and values repeat, and sometimes do not; a value may hold the text of a
     key that follows, ``,"k":``): pass 1 must find the same keys, string values and counts, and pass 2
-    give every row the bytes and the flag it gets read whole (``predict=False``), on one thread and
-    on two."""
+    give every row the bytes and the flag it gets read whole (``predict=False``), each pass on one
+    thread and on two."""
     names = st.one_of(st.sampled_from(["a", "b", "id", "Input Dims"]), keys)
     shapes = data.draw(st.lists(st.lists(names, min_size=1, max_size=5), min_size=1, max_size=3))
     pools = {}
@@ -316,19 +316,21 @@ def test_predicted_rows_are_the_bytes_of_the_full_read(data):
         texts.append(dump(obj, style).encode("utf-8"))
     picks = np.array(data.draw(st.lists(st.integers(0, len(texts) - 1), min_size=1, max_size=24)), np.int64)
     # pass 1 over the rows in that order (in two calls: predictions carry over), with and without
-    # predictions: the same keys in the same order, the same string values and counts
+    # predictions, and with each call's rows in two halves on two threads (the second half's table
+    # merged after each call): the same keys in the same order, the same string values and counts
     arr, off = _packed([texts[r] for r in picks.tolist()])
     cut = data.draw(st.integers(0, len(picks)))
     tables = []
-    for predict in (True, False):
+    for predict, parallel_rows in ((True, 1 << 40), (False, 1 << 40), (True, 2)):
         table = enc.ArgsTable(True, predict)
-        table.collect(arr, off[:cut + 1])
-        table.collect(arr, off[cut:])
+        table.collect(arr, off[:cut + 1], parallel_rows)
+        table.collect(arr, off[cut:], parallel_rows)
         tables.append(table)
     for what in ("keys", "value_stats", "string_values"):
-        got, want = (getattr(t, what)() for t in tables)
-        assert all(np.array_equal(x, y) for x, y in zip(got, want)), what
-    table, full = tables
+        want = getattr(tables[1], what)()
+        for t in (tables[0], tables[2]):
+            assert all(np.array_equal(x, y) for x, y in zip(getattr(t, what)(), want)), what
+    table, full, _ = tables
     count, _ = table.value_stats()
     if data.draw(st.booleans()):
         for t in tables:

@@ -912,6 +912,43 @@ fn offsets(ends: &[i64]) -> Vec<i64> {
 #[pyclass(module = "traceconv._core.encode")]
 pub struct ArgsTable {
     t: Table,
+    /// pass 1's second thread: its own table over the second half of each call's rows (keeping its
+    /// predictions from call to call), merged into `t` after each call
+    aux: Option<Box<Aux>>,
+}
+
+/// The second half's table, and where its entries are in the main table.
+#[derive(Default)]
+struct Aux {
+    t: Table,
+    keys: Vec<u32>,
+    values: Vec<u32>,
+}
+
+impl Table {
+    /// Adds what `aux` found since the last merge: its keys and string values not in this table,
+    /// in its order of first appearance (so the table is the one a single pass over this table's
+    /// rows, then aux's, makes), and its counts (then zeroed).
+    fn merge(&mut self, aux: &mut Aux) {
+        for k in &aux.t.keys.order()[aux.keys.len()..] {
+            aux.keys.push(self.keys.add(k));
+        }
+        for v in &aux.t.values.order()[aux.values.len()..] {
+            let e = self.values.add(v);
+            if e as usize == self.counts.len() {
+                self.counts.push(0);
+            }
+            aux.values.push(e);
+        }
+        for (e, c) in aux.t.counts.iter_mut().enumerate() {
+            if *c != 0 {
+                self.counts[aux.values[e] as usize] += *c;
+                *c = 0;
+            }
+        }
+        self.value_iids.resize(self.counts.len(), 0);
+        self.quote_new();
+    }
 }
 
 type EncodedArrays<'py> = (Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u8>>);
@@ -933,15 +970,32 @@ impl ArgsTable {
     #[new]
     #[pyo3(signature = (strings = true, predict = true))]
     fn new(strings: bool, predict: bool) -> Self {
-        ArgsTable { t: Table { strings, predict, ..Default::default() } }
+        ArgsTable { t: Table { strings, predict, ..Default::default() }, aux: None }
     }
 
-    /// collect(data uint8, off int64): pass 1 over the rows `data[off[r]:off[r + 1]]`: every key
-    /// numbered, every string value counted (when the table interns strings).
-    fn collect(&mut self, py: Python<'_>, data: Column<'_, u8>, off: Column<'_, i64>) -> PyResult<()> {
+    /// collect(data uint8, off int64, parallel_rows=8192): pass 1 over the rows `data[off[r]:off[r + 1]]`:
+    /// every key numbered, every string value counted (when the table interns strings).  From
+    /// `parallel_rows` rows on, in two halves on two threads: the same table.
+    #[pyo3(signature = (data, off, parallel_rows = PARALLEL_ROWS))]
+    fn collect(&mut self, py: Python<'_>, data: Column<'_, u8>, off: Column<'_, i64>, parallel_rows: usize) -> PyResult<()> {
         let (data, off) = (column(&data), column(&off));
-        let t = &mut self.t;
-        py.detach(|| t.collect(&data, &off)).map_err(PyValueError::new_err)
+        let rows = off.len().saturating_sub(1);
+        let (t, aux) = (&mut self.t, &mut self.aux);
+        py.detach(|| {
+            if rows < parallel_rows.max(2) || rayon::current_num_threads() < 2 {
+                return t.collect(&data, &off);
+            }
+            let aux = aux.get_or_insert_with(|| {
+                Box::new(Aux { t: Table { strings: t.strings, predict: t.predict, ..Default::default() }, ..Default::default() })
+            });
+            let m = rows / 2;
+            let (a, b) = rayon::join(|| t.collect(&data, &off[..=m]), || aux.t.collect(&data, &off[m..]));
+            a?;
+            b?;
+            t.merge(aux);
+            Ok(())
+        })
+        .map_err(PyValueError::new_err)
     }
 
     /// keys() -> (iids int64, data uint8, offsets int64): the annotation names in iid order.
@@ -1233,7 +1287,7 @@ impl EventEncoder {
         let (time, kind, index) = (column(&time), column(&kind), column(&index));
         let n = time.len();
         same_length("run", &[n, kind.len(), index.len()])?;
-        let [k_begin, k_end, k_instant, k_counter] = self.codes;
+        let [k_begin, _, k_instant, _] = self.codes;
         let (st, sn, sc, sd, so) = (arr(py, &self.s.0)?, arr(py, &self.s.1)?, arr(py, &self.s.2)?,
                                     arr(py, &self.s.3)?, arr(py, &self.s.4)?);
         let (it, inm, ic, id, io) = (arr(py, &self.i.0)?, arr(py, &self.i.1)?, arr(py, &self.i.2)?,
@@ -1270,65 +1324,142 @@ impl EventEncoder {
                 }
             }
         }
-        let (seq, flags, uuids, default_uuid, flow_ids) = (self.seq_id, self.flags, &self.uuids, self.default_uuid, self.flow_ids);
-        let (name_iids, cat_iids) = (&self.name_iids, &self.cat_iids);
-        let (nn, nc) = (name_iids.len(), cat_iids.len());
-        let mut last = self.last;
+        let a = Assembly {
+            kind: &kind, time: &time, index: &index, codes: self.codes, seq: self.seq_id, flags: self.flags, uuids: &self.uuids,
+            default_uuid: self.default_uuid, flow_ids: self.flow_ids, name_iids: &self.name_iids,
+            cat_iids: &self.cat_iids, st, sn, sc, it, inm, ic, ct, cb, fos, fis,
+            s_ann: (&sa, &se, &sf, &parts[0]), i_ann: (&ia, &ie, &if_, &parts[1]),
+        };
+        let last = self.last;
         let out = py
             .detach(|| {
-                let mut out = Vec::with_capacity(sa.len() + ia.len() + 48 * n);
-                let (mut js, mut ji, mut fs, mut fi) = (0usize, 0usize, 0usize, 0usize);
-                let nt = uuids.len();
-                for e in 0..n {
-                    let k = kind[e];
-                    let t = time[e];
-                    let delta = t.wrapping_sub(last) as u64;
-                    let ev = if k == k_end {
-                        let r = idx(index[e], st.len(), "slice")?;
-                        Ev { etype: TYPE_SLICE_END, uuid: uuids[idx(st[r] as i64, nt, "track")?], name: 0, cat: 0,
-                             ann: &[], counter: None, fo: &[], fi: &[] }
-                    } else if k == k_begin {
-                        let r = idx(index[e], st.len(), "slice")?;
-                        let a0 = if js == 0 { 0 } else { se[js - 1] as usize };
-                        let ann: &[u8] = if sf[js] != 0 {
-                            fs += 1;
-                            &parts[0][fs - 1]
-                        } else {
-                            &sa[a0..se[js] as usize]
-                        };
-                        js += 1;
-                        Ev { etype: TYPE_SLICE_BEGIN, uuid: uuids[idx(st[r] as i64, nt, "track")?],
-                             name: name_iids[idx(sn[r] as i64, nn, "name")?],
-                             cat: cat_iids[idx(sc[r] as i64, nc, "category")?], ann, counter: None,
-                             fo: ids_of(fos, r), fi: ids_of(fis, r) }
-                    } else if k == k_instant {
-                        let r = idx(index[e], it.len(), "instant")?;
-                        let a0 = if ji == 0 { 0 } else { ie[ji - 1] as usize };
-                        let ann: &[u8] = if if_[ji] != 0 {
-                            fi += 1;
-                            &parts[1][fi - 1]
-                        } else {
-                            &ia[a0..ie[ji] as usize]
-                        };
-                        ji += 1;
-                        Ev { etype: TYPE_INSTANT, uuid: uuids[idx(it[r] as i64, nt, "track")?],
-                             name: name_iids[idx(inm[r] as i64, nn, "name")?],
-                             cat: cat_iids[idx(ic[r] as i64, nc, "category")?], ann, counter: None, fo: &[], fi: &[] }
-                    } else if k == k_counter {
-                        let r = idx(index[e], ct.len(), "counter")?;
-                        Ev { etype: TYPE_COUNTER, uuid: uuids[idx(ct[r] as i64, nt, "track")?], name: 0, cat: 0,
-                             ann: &[], counter: Some(cb[r]), fo: &[], fi: &[] }
-                    } else {
-                        return Err(format!("run: unknown event kind {k}"));
-                    };
-                    put_packet(&mut out, delta, seq, flags, default_uuid, flow_ids, &ev);
-                    last = t;
+                if n < par.max(2) || rayon::current_num_threads() < 2 {
+                    return a.packets(0, n, Start { last, ..Default::default() });
                 }
-                Ok::<_, String>(out)
+                // two halves on two threads: the second starts where the first ends (its row
+                // counters, and the time its first delta is from)
+                let m = n / 2;
+                let js = kind[..m].iter().filter(|&&k| k == k_begin).count();
+                let ji = kind[..m].iter().filter(|&&k| k == k_instant).count();
+                let second = Start {
+                    last: time[m - 1], js, ji,
+                    fs: sf[..js].iter().filter(|&&f| f != 0).count(),
+                    fi: if_[..ji].iter().filter(|&&f| f != 0).count(),
+                };
+                let (x, y) = rayon::join(|| a.packets(0, m, Start { last, ..Default::default() }),
+                                         || a.packets(m, n, second));
+                let mut out = x?;
+                out.extend_from_slice(&y?);
+                Ok(out)
             })
             .map_err(PyValueError::new_err)?;
-        self.last = last;
+        if n > 0 {
+            self.last = time[n - 1];
+        }
         Ok(out.into_pyarray(py)) // (the bytes handed over as they are: no copy)
+    }
+}
+
+/// Where [`Assembly::packets`] starts in a step: the time its first delta is from, and how many
+/// slice begins and instants (`js`, `ji`) and of those how many left to Python (`fs`, `fi`) came
+/// before it.
+#[derive(Default, Clone, Copy)]
+struct Start {
+    last: i64,
+    js: usize,
+    ji: usize,
+    fs: usize,
+    fi: usize,
+}
+
+/// (annotations, their ends, flags, the Python encoder's annotations of the flagged rows)
+type Anns<'a> = (&'a [u8], &'a [i64], &'a [u8], &'a [Vec<u8>]);
+
+/// A step's events and everything their packets are made of, borrowed.
+struct Assembly<'a> {
+    kind: &'a [i64],
+    time: &'a [i64],
+    index: &'a [i64],
+    codes: [i64; 4],
+    seq: u64,
+    flags: u64,
+    uuids: &'a [u64],
+    default_uuid: u64,
+    flow_ids: (u64, u64),
+    name_iids: &'a [u64],
+    cat_iids: &'a [u64],
+    st: &'a [i32],
+    sn: &'a [i32],
+    sc: &'a [i32],
+    it: &'a [i32],
+    inm: &'a [i32],
+    ic: &'a [i32],
+    ct: &'a [i32],
+    cb: &'a [u64],
+    fos: &'a [(u32, u32)],
+    fis: &'a [(u32, u32)],
+    s_ann: Anns<'a>,
+    i_ann: Anns<'a>,
+}
+
+impl Assembly<'_> {
+    /// The packets of events `lo..hi`.
+    fn packets(&self, lo: usize, hi: usize, at: Start) -> Result<Vec<u8>, String> {
+        let [k_begin, k_end, k_instant, k_counter] = self.codes;
+        let (sa, se, sf, sp) = self.s_ann;
+        let (ia, ie, if_, ip) = self.i_ann;
+        let (nn, nc, nt) = (self.name_iids.len(), self.cat_iids.len(), self.uuids.len());
+        let (uuids, name_iids, cat_iids) = (self.uuids, self.name_iids, self.cat_iids);
+        let Start { mut last, mut js, mut ji, mut fs, mut fi } = at;
+        // (about this part's share of the annotations, and a packet's own fields)
+        let n = self.kind.len().max(1);
+        let mut out = Vec::with_capacity((sa.len() + ia.len()) / n * (hi - lo) + 48 * (hi - lo));
+        for e in lo..hi {
+            let k = self.kind[e];
+            let t = self.time[e];
+            let delta = t.wrapping_sub(last) as u64;
+            let ev = if k == k_end {
+                let r = idx(self.index[e], self.st.len(), "slice")?;
+                Ev { etype: TYPE_SLICE_END, uuid: uuids[idx(self.st[r] as i64, nt, "track")?], name: 0, cat: 0,
+                     ann: &[], counter: None, fo: &[], fi: &[] }
+            } else if k == k_begin {
+                let r = idx(self.index[e], self.st.len(), "slice")?;
+                let a0 = if js == 0 { 0 } else { se[js - 1] as usize };
+                let ann: &[u8] = if sf[js] != 0 {
+                    fs += 1;
+                    &sp[fs - 1]
+                } else {
+                    &sa[a0..se[js] as usize]
+                };
+                js += 1;
+                Ev { etype: TYPE_SLICE_BEGIN, uuid: uuids[idx(self.st[r] as i64, nt, "track")?],
+                     name: name_iids[idx(self.sn[r] as i64, nn, "name")?],
+                     cat: cat_iids[idx(self.sc[r] as i64, nc, "category")?], ann, counter: None,
+                     fo: ids_of(self.fos, r), fi: ids_of(self.fis, r) }
+            } else if k == k_instant {
+                let r = idx(self.index[e], self.it.len(), "instant")?;
+                let a0 = if ji == 0 { 0 } else { ie[ji - 1] as usize };
+                let ann: &[u8] = if if_[ji] != 0 {
+                    fi += 1;
+                    &ip[fi - 1]
+                } else {
+                    &ia[a0..ie[ji] as usize]
+                };
+                ji += 1;
+                Ev { etype: TYPE_INSTANT, uuid: uuids[idx(self.it[r] as i64, nt, "track")?],
+                     name: name_iids[idx(self.inm[r] as i64, nn, "name")?],
+                     cat: cat_iids[idx(self.ic[r] as i64, nc, "category")?], ann, counter: None, fo: &[], fi: &[] }
+            } else if k == k_counter {
+                let r = idx(self.index[e], self.ct.len(), "counter")?;
+                Ev { etype: TYPE_COUNTER, uuid: uuids[idx(self.ct[r] as i64, nt, "track")?], name: 0, cat: 0,
+                     ann: &[], counter: Some(self.cb[r]), fo: &[], fi: &[] }
+            } else {
+                return Err(format!("run: unknown event kind {k}"));
+            };
+            put_packet(&mut out, delta, self.seq, self.flags, self.default_uuid, self.flow_ids, &ev);
+            last = t;
+        }
+        Ok(out)
     }
 }
 

@@ -24,14 +24,45 @@
 //! track); the tracks could run in parallel, but the whole pass over the 630k slices of the bench's
 //! 1M-event trace takes about 16 ms, too little for threads to pay on a shared 2-core machine.
 
-use numpy::{AllowTypeChange, Element, IntoPyArray, PyArray1, PyArrayLike1};
+use numpy::{Element, IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3::{intern, Borrowed};
 use std::borrow::Cow;
 
 /// A 1-D input column: a NumPy array of the dtype (used in place) or anything NumPy converts to
 /// one (a list, another integer dtype).
-pub(crate) type Column<'py, T> = PyArrayLike1<'py, T, AllowTypeChange>;
+///
+/// Not numpy's `PyArrayLike1<T, AllowTypeChange>`: that one first extracts an array of another
+/// dtype into a `Vec<T>` element by element through Python (a NumPy scalar made per element), which
+/// took a third of the writer's main thread for its int8 `kind` column.  Here NumPy converts it
+/// (`asarray`), in C.
+pub(crate) struct Column<'py, T: Element>(PyReadonlyArray1<'py, T>);
+
+impl<'a, 'py, T: Element> FromPyObject<'a, 'py> for Column<'py, T> {
+    type Error = PyErr;
+
+    fn extract(ob: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(a) = ob.cast::<PyArray1<T>>() {
+            return Ok(Column(a.readonly()));
+        }
+        let py = ob.py();
+        let np = py.import(intern!(py, "numpy"))?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "dtype"), T::get_dtype(py))?;
+        let a = np.call_method(intern!(py, "asarray"), (ob,), Some(&kwargs))?;
+        Ok(Column(a.cast_into::<PyArray1<T>>()?.readonly()))
+    }
+}
+
+impl<'py, T: Element> std::ops::Deref for Column<'py, T> {
+    type Target = PyReadonlyArray1<'py, T>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
 
 /// The column's values: its own buffer when contiguous, else a copy.
 pub(crate) fn column<'a, T: Element + Copy>(c: &'a Column<'_, T>) -> Cow<'a, [T]> {

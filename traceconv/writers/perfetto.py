@@ -100,6 +100,7 @@ SEQ_CLOCK = 64            # the sequence's incremental clock (ids 64..127 are se
 # the sibling_merge_key of the lanes of one track: this and the track's uuid
 LANE_MERGE_KEY = "traceconv overlap lanes of"
 _INTERNED_MAX = 1 << 20   # interned entries per packet, in bytes
+_NEVER = 1 << 62           # parallel_rows that keep the compiled core on the calling thread
 _STEP = 1 << 15           # events encoded per step (their annotations exist for that step only)
 _WINDOW = 1 << 16         # events per window of the sorted stream (layout.event_windows)
 _CACHE = 200_000          # Python-encoded arg values remembered (the cache starts over when full)
@@ -290,16 +291,17 @@ class PythonArgs:
 
 
 class ArgsPlan:
-    """Pass 1 over every args row of the trace: the interned annotation names and string values."""
+    """Pass 1 over every args row of the trace: the interned annotation names and string values
+    (``parallel``: each step's rows in two halves on two threads)."""
 
-    def __init__(self, trace: Trace, strings: bool = INTERN_STRINGS) -> None:
+    def __init__(self, trace: Trace, strings: bool = INTERN_STRINGS, parallel: bool = True) -> None:
         self.s_data, self.s_off = trace.slices.args.packed()
         self.i_data, self.i_off = trace.instants.args.packed()
         table = _enc.ArgsTable(strings)
         for col, data, off in ((trace.slices.args, self.s_data, self.s_off),
                                (trace.instants.args, self.i_data, self.i_off)):
             for lo in range(0, len(off) - 1, _STEP):     # a spilled column's pages a step at a time
-                table.collect(data, off[lo:lo + _STEP + 1])
+                table.collect(data, off[lo:lo + _STEP + 1], PARALLEL_ROWS if parallel else _NEVER)
                 col.forget()
         self.table = table
         # annotation names: numbered 1, 2, ... by first appearance
@@ -590,7 +592,7 @@ class _Events:
         planned = pool.submit(ArgsPlan, trace) if pool is not None else None
         self.windows = event_windows(trace, _WINDOW)
         self.window = next(self.windows, None)             # the first window of the stream, sorted
-        self.plan = planned.result() if planned is not None else ArgsPlan(trace)
+        self.plan = planned.result() if planned is not None else ArgsPlan(trace, parallel=False)
         self.t0 = int(self.window[0][0]) if self.window is not None else 0       # the earliest time of all
         if self.t0 < 0:
             raise ValueError("negative timestamps cannot be written to a Perfetto trace")
@@ -629,7 +631,7 @@ class _Events:
             (i_track, i_name, i_cat, _contiguous(plan.i_data, np.uint8), _contiguous(plan.i_off, np.int64)),
             (c_track, _col(cnt.value, np.float64).view(np.uint64)),
             _col(flows.src, np.int64), _col(flows.dst, np.int64),
-            self.t0, default_uuid=self.default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else 1 << 62,
+            self.t0, default_uuid=self.default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else _NEVER,
             flow_ids=flow_ids)
         # the stream a window at a time, each in steps: the annotations of a step's rows exist for
         # that step only
