@@ -209,3 +209,40 @@ def test_memory_events_without_totals_sum_their_bytes(tmp_path):
     assert t.name == "GPU 0 memory allocated since trace start" and t.unit == "bytes"
     assert list(trace.counters.value) == [512.0, 1536.0, 1024.0, 5120.0]
     assert trace.processes[t.process].name == "GPU 0"
+
+
+def test_memory_counters_in_time_order_across_devices_with_odd_values(tmp_path):
+    """[memory] events out of time order, on two devices, one place a list (not a number), a
+    value beyond a double's range (once an OverflowError that crashed the reader), a string, and
+    an older-PyTorch device summing its Bytes: tracks made in the order time meets them, rows in
+    time order, the running sum per device, the huge value counted in a note and kept in the
+    instant's args."""
+    huge = "1" + "0" * 400
+    rows = [(30, '"Device Type": 1, "Device Id": 0, "Total Allocated": 300, "Total Reserved": 400'),
+            (10, '"Device Type": 0, "Device Id": -1, "Total Allocated": 100'),
+            (20, '"Device Type": 1, "Device Id": 0, "Total Allocated": 200, "Total Reserved": "x"'),
+            (20, f'"Device Type": 0, "Device Id": -1, "Total Allocated": {huge}, "Total Reserved": 7'),
+            (40, '"Device Type": 1, "Device Id": 1, "Bytes": 5'),
+            (35, '"Device Type": 1, "Device Id": 1, "Bytes": -2'),
+            (50, '"Device Type": [1], "Device Id": 2, "Total Allocated": 9')]
+    ev = ",".join(f'{{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, '
+                  f'"tid": 1, "ts": {ts}, "args": {{{a}}}}}' for ts, a in rows)
+    p = tmp_path / "mem.pt.trace.json"
+    p.write_text('{"schemaVersion": 1, "traceEvents": [' + ev + "]}")
+    trace = traceconv.load(p)
+    c = trace.counters
+    got = [(ts // 1000, trace.tracks[t].name, v) for t, ts, v in zip(c.track, c.ts, c.value)]
+    assert got == [(10, "CPU memory allocated", 100.0), (20, "GPU 0 memory allocated", 200.0),
+                   (20, "CPU memory reserved", 7.0), (30, "GPU 0 memory allocated", 300.0),
+                   (30, "GPU 0 memory reserved", 400.0),
+                   (35, "GPU 1 memory allocated since trace start", -2.0),
+                   (40, "GPU 1 memory allocated since trace start", 3.0),
+                   (50, "device type [1] 2 memory allocated", 9.0)]
+    made = [t.name for t in trace.tracks if t.name and " memory " in t.name]
+    assert made == ["CPU memory allocated", "GPU 0 memory allocated", "CPU memory reserved",
+                    "GPU 0 memory reserved", "GPU 1 memory allocated since trace start",
+                    "device type [1] 2 memory allocated"]
+    notes = {w.message: w.count for w in trace.diagnostics.items.values()}
+    assert notes["[memory] values beyond the range of a double (kept in the events' args) were left out "
+                 "of the memory counters"] == 1
+    assert len(trace.instants) == 7

@@ -97,7 +97,9 @@ huge_numbers = st.sampled_from([
     Raw(b"9223372036854775807"), Raw(b"-9223372036854775808"), Raw(b"1e26"), Raw(b"-1"), Raw(b"-1e18"),
     Raw(b"1e-400"), Raw(b"0.0"), Raw(b"-0.0"), Raw(b"1.5e308"), Raw(b"18446744073709551616"),
     Raw(b"123456789012345678901234567890"), Raw(b"1E+19"),
+    Raw(b"1" + b"0" * 400),          # an integer beyond a double's range (float() raises OverflowError)
 ])
+_BEYOND_DOUBLE = Raw(b"1" + b"0" * 400)
 
 # mostly plausible values, so that most cases get past the parser to the code behind it; one in
 # three or so is out of range
@@ -242,7 +244,13 @@ def kineto(draw: Any) -> Case:
     if draw(st.booleans()):
         header[Raw(draw(bad_string()).data)] = 1        # an invalid UTF-8 top-level key
     first = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}
-    return Case("kineto", ".pt.trace.json", draw(trace_object(header, KINETO_CATS, [first])))
+    # [memory] events, whose args become counters (a value beyond a double crashed them once)
+    value = st.one_of(numbers, huge_numbers, leaves, st.just(_BEYOND_DOUBLE))
+    memory = [{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1,
+               "ts": draw(times), "args": draw(st.dictionaries(st.sampled_from(
+                   ["Device Type", "Device Id", "Total Allocated", "Total Reserved", "Bytes"]), value))}
+              for _ in range(draw(st.integers(0, 3)))]
+    return Case("kineto", ".pt.trace.json", draw(trace_object(header, KINETO_CATS, [first, *memory])))
 
 
 @st.composite

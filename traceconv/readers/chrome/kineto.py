@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from typing import Any, Iterator
+from typing import Any
 
 import msgspec
 from msgspec import UNSET
@@ -41,7 +41,7 @@ import numpy as np
 
 from ...errors import WarningCode
 from ...io import Source
-from ...model import ArgsColumn, Clock, Trace
+from ...model import Clock, Trace
 from ..schema import validate
 from .schema import KinetoHeader
 from .reader import ChromeReader, Document, Event, looks_like_own_output, looks_unix
@@ -77,14 +77,9 @@ class KinetoReader(ChromeReader):
 
     def __init__(self, source: Source | None = None, data: bytes | None = None) -> None:
         super().__init__(source, data)
-        # the [memory] events, for the memory counters made at the end: time, raw pid, and where
-        # the args are: r >= 0 is the instant r of the model, whose args are the event's (the
-        # scanner's rows: no copy is kept); r < 0 is row -r - 1 of _mem_args, the event's own args
-        # text (the general decoder's events: the model may hold them changed, see compact_args)
-        self._mem_ts = array("q")
-        self._mem_pid: list[Any] = []
-        self._mem_row = array("q")
-        self._mem_args = ArgsColumn()
+        # the [memory] events' values, for the memory counters made at the end (decoded as they
+        # are read: the scanner's batches leave the converting thread idle part of the time)
+        self._mem = _MemoryEvents()
 
     def on_header(self, header: dict[str, Any], doc: Document) -> None:
         if doc.is_array:
@@ -111,23 +106,19 @@ class KinetoReader(ChromeReader):
 
     def on_instant(self, ev: Event, ts: int, pid: Any, tid: Any) -> None:
         if ev.name == "[memory]" and len(ev.args):
-            self._mem_ts.append(ts)
-            self._mem_pid.append(pid)
-            self._mem_row.append(-len(self._mem_args) - 1)
-            self._mem_args.append(bytes(ev.args))
+            self._mem.add([ts], [pid], [bytes(ev.args)])
 
-    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, lens: np.ndarray) -> None:
+    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: Any, lens: np.ndarray) -> None:
         sid = self.trace.strings._ids.get("[memory]")
         if sid is None:
             return
         rows = np.flatnonzero((names == sid) & (lens > 0))
         if not len(rows):
             return
-        self._mem_ts.frombytes(ts[rows].astype(np.int64).tobytes())
-        self._mem_pid.extend(pid[rows].tolist())
-        # the batch's instants are the last len(names) of the model's
-        first = len(self.trace.instants) - len(names)
-        self._mem_row.frombytes((rows + first).astype(np.int64).tobytes())
+        ends = np.cumsum(lens, dtype=np.int64)
+        text = memoryview(args).cast("B")
+        self._mem.add(ts[rows].tolist(), pid[rows].tolist(),
+                      [bytes(text[e - n:e]) for e, n in zip(ends[rows].tolist(), lens[rows].tolist())])
 
     def finish(self) -> None:
         self._devices()
@@ -156,18 +147,32 @@ class KinetoReader(ChromeReader):
                 p.sort_index = host_max + 1 + n
 
     def _memory_counters(self) -> None:
-        if not self._mem_pid:
+        """The memory counters of the [memory] events, in time order (the file's order at one time):
+        per device, "allocated" and "reserved" from each event's totals, or for older PyTorch, whose
+        events carry only the change ("Bytes"), "allocated since trace start", their running sum.
+        Places and tracks are made in the order a walk over the events in time order meets them;
+        that walk visits only the events where something is first, the rows are built with numpy."""
+        m = self._mem
+        self._mem = _MemoryEvents()
+        n = len(m.ts)
+        if m.too_big:
+            self.warn(WarningCode.NOTE, "[memory] values beyond the range of a double (kept in the events' "
+                      "args) were left out of the memory counters", m.too_big)
+        if not n:
             return
         trace = self.trace
-        running: dict[tuple[Any, str], float] = {}     # devices whose events carry only "Bytes"
-        order = np.argsort(np.frombuffer(self._mem_ts, np.int64), kind="stable")  # file order at one time
-        c_track: list[int] = []
-        c_ts: list[int] = []
-        c_val: list[float] = []
-        # (type, id, pid) -> [owner, device, its allocated track, its reserved track] (-1: not made yet)
-        places: dict[tuple[Any, Any, Any], list[Any]] = {}
+        ts = np.frombuffer(m.ts, np.int64)
+        order = np.argsort(ts, kind="stable")
+        place = np.frombuffer(m.place, np.int32)[order]
+        vals = np.stack([np.frombuffer(m.values[j], np.float64) for j in range(3)], axis=1)[order]
+        ok = ~np.isnan(vals)                   # (allocated, reserved, since trace start) per event
+        ok[:, 2] &= np.frombuffer(m.no_total, np.bool_)[order]
+        firsts: set[int] = set()
+        for j in (None, 0, 1, 2):
+            sel = place if j is None else np.where(ok[:, j], place, -1)
+            _, first = np.unique(sel, return_index=True)
+            firsts.update(first[sel[first] >= 0].tolist())
         tracks: dict[tuple[Any, str, str], int] = {}
-        numbers = _NUMBERS
 
         def track(owner: Any, dev: str, what: str) -> int:
             t = tracks.get((owner, dev, what))
@@ -175,72 +180,52 @@ class KinetoReader(ChromeReader):
                 t = tracks[(owner, dev, what)] = self.counter_track(owner, f"{dev} memory {what}", unit="bytes")
             return t
 
-        def place_of(dtype: Any, did: Any, pid: Any) -> list[Any]:
-            key: tuple[Any, Any, Any] | None = (dtype, did, pid)
-            try:
-                place = places.get(key)         # type: ignore[arg-type]
-            except TypeError:                   # a list or an object where a number belongs
-                key, place = None, None
-            if place is not None:
-                return place
-            dtype = None if dtype is UNSET else dtype
-            did = None if did is UNSET else did
-            if dtype == 0 or did == -1 or did is None:
-                owner, dev = pid, "CPU"
-            else:
-                kind = _DEVICE_TYPES.get(dtype, f"device type {dtype}") if key else f"device type {dtype}"
-                dev = f"{kind} {did}"
-                owner = did if kind == "GPU" and isinstance(did, int) else pid
-                if owner == did and not any(p.raw_pid == did for p in trace.processes):
-                    trace.process(did, dev)
-            place = [owner, dev, -1, -1]
-            if key is not None:
-                places[key] = place
-            return place
-
-        c = trace.counters
-        for ts, pid, m in _decoded(order, self._mem_ts, self._mem_pid, self._mem_row, self._mem_args,
-                                   trace.instants.args):
-            if len(c_ts) >= _MEMORY_BATCH:              # into the model a batch at a time
-                c.track.extend(c_track)
-                c.ts.extend(c_ts)
-                c.value.extend(c_val)
-                c_track, c_ts, c_val = [], [], []
-            if m is None:
-                continue
-            place = place_of(m.dtype, m.did, pid)
-            v = m.total
-            if type(v) in numbers:
-                if place[2] < 0:
-                    place[2] = track(place[0], place[1], "allocated")
-                c_track.append(place[2])
-                c_ts.append(ts)
-                c_val.append(float(v))
-            v = m.reserved
-            if type(v) in numbers:
-                if place[3] < 0:
-                    place[3] = track(place[0], place[1], "reserved")
-                c_track.append(place[3])
-                c_ts.append(ts)
-                c_val.append(float(v))
-            b = m.nbytes
-            if m.total is UNSET and type(b) in numbers:
-                # older PyTorch: only the change; the running sum counts from the trace's start
-                key2 = (place[0], place[1])
-                running[key2] = running.get(key2, 0.0) + b
-                c_track.append(track(place[0], place[1], "allocated since trace start"))
-                c_ts.append(ts)
-                c_val.append(running[key2])
-        c.track.extend(c_track)
-        c.ts.extend(c_ts)
-        c.value.extend(c_val)
-        if running:
+        # per place: [owner, device, its allocated, reserved and since-start tracks] (-1: none)
+        made: list[list[Any] | None] = [None] * len(m.places)
+        for e in sorted(firsts):
+            p = int(place[e])
+            r = made[p]
+            if r is None:
+                r = made[p] = [*self._place(*m.places[p]), -1, -1, -1]
+            for j, what in enumerate(("allocated", "reserved", "allocated since trace start")):
+                if ok[e, j] and r[2 + j] < 0:
+                    r[2 + j] = track(r[0], r[1], what)
+        per_place = np.array([r[2:] if r is not None else [-1, -1, -1] for r in made], np.int32).reshape(-1, 3)
+        rows = per_place[place]
+        since = ok[:, 2]
+        if since.any():
+            # the running sum of each since-start track's "Bytes", in time order (+ 0.0: from 0.0,
+            # as a sum started at 0.0 is never -0.0)
+            t_s, v = rows[since, 2], vals[since, 2]
+            for t in np.unique(t_s).tolist():
+                sel = t_s == t
+                v[sel] = np.cumsum(v[sel]) + 0.0
+            vals[since, 2] = v
             self.warn(WarningCode.NOTE, "[memory] events without 'Total Allocated' (older PyTorch): the "
                       "memory counter is the running sum of their 'Bytes' since the trace started")
-        self._mem_ts, self._mem_pid, self._mem_row, self._mem_args = array("q"), [], array("q"), ArgsColumn()
+        keep = ok.ravel()
+        c = trace.counters
+        c.track.frombytes(rows.ravel()[keep].astype(np.int32).tobytes())
+        c.ts.frombytes(np.repeat(ts[order], 3)[keep].tobytes())
+        c.value.frombytes(vals.ravel()[keep].tobytes())
+
+    def _place(self, dtype: Any, did: Any, pid: Any, hashable: bool) -> tuple[Any, str]:
+        """The (owner, device name) of a [memory] event's place: a GPU's memory on that GPU's
+        process (made if the trace has none), the rest on the event's process."""
+        dtype = None if dtype is UNSET else dtype
+        did = None if did is UNSET else did
+        if dtype == 0 or did == -1 or did is None:
+            return pid, "CPU"
+        kind = _DEVICE_TYPES.get(dtype, f"device type {dtype}") if hashable else f"device type {dtype}"
+        dev = f"{kind} {did}"
+        owner = did if kind == "GPU" and isinstance(did, int) else pid
+        if owner == did and not any(p.raw_pid == did for p in self.trace.processes):
+            self.trace.process(did, dev)
+        return owner, dev
 
 
 _NUMBERS = (int, float)     # a JSON number's types (exactly: bool is not one)
+_NAN = float("nan")
 
 
 class _MemoryArgs(msgspec.Struct):
@@ -252,6 +237,69 @@ class _MemoryArgs(msgspec.Struct):
     nbytes: Any = msgspec.field(default=UNSET, name="Bytes")
 
 
+_MEMORY_ARGS = msgspec.json.Decoder(list[_MemoryArgs])
+_MEMORY_ONE = msgspec.json.Decoder(_MemoryArgs)
+
+
+class _MemoryEvents:
+    """The [memory] events whose args are an object, as read: time, place (an index into
+    ``places``: (Device Type, Device Id, pid, hashable), one per distinct hashable triple, one per
+    event otherwise), and the three values the counters use as doubles (NaN: absent or not a
+    number), with whether 'Total Allocated' was absent."""
+
+    def __init__(self) -> None:
+        self.ts = array("q")
+        self.place = array("i")
+        self.values = (array("d"), array("d"), array("d"))      # Total Allocated, Total Reserved, Bytes
+        self.no_total = array("b")
+        self.places: list[tuple[Any, Any, Any, bool]] = []
+        self._ids: dict[tuple[Any, Any, Any], int] = {}
+        self.too_big = 0            # values that are numbers beyond a double's range
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def add(self, ts: list[int], pid: list[Any], raw: list[bytes]) -> None:
+        try:
+            decoded: list[_MemoryArgs | None] = list(_MEMORY_ARGS.decode(b"[" + b",".join(raw) + b"]"))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            decoded = []
+            for r in raw:
+                try:
+                    decoded.append(_MEMORY_ONE.decode(r))
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    decoded.append(None)         # not an object: no counter
+        ids, places = self._ids, self.places
+        total, reserved, nbytes = self.values
+        for t, p, a in zip(ts, pid, decoded):
+            if a is None:
+                continue
+            key = (a.dtype, a.did, p)
+            try:
+                k = ids.get(key)
+                if k is None:
+                    k = ids[key] = len(places)
+                    places.append((*key, True))
+            except TypeError:                 # a list or an object where a number belongs
+                k = len(places)
+                places.append((*key, False))
+            self.ts.append(t)
+            self.place.append(k)
+            total.append(self._double(a.total))
+            reserved.append(self._double(a.reserved))
+            nbytes.append(self._double(a.nbytes))
+            self.no_total.append(a.total is UNSET)
+
+    def _double(self, v: Any) -> float:
+        if type(v) not in _NUMBERS:
+            return _NAN
+        try:
+            return float(v)
+        except OverflowError:
+            self.too_big += 1
+            return _NAN
+
+
 def mark_profiler_spans(trace: Trace) -> int:
     """The profiler's own window (``PyTorch Profiler (0)``, ``__cupti_profiler__ (-1)``: kineto
     writes them at pid ``"Spans"``, one tid per span) spans everything it recorded: its tracks are
@@ -259,34 +307,6 @@ def mark_profiler_spans(trace: Trace) -> int:
     Returns the number of tracks marked."""
     spans = {p.id for p in trace.processes if p.raw_pid == "Spans"}
     return trace.mark_summary(spans, "profiler")
-
-
-_MEMORY_ARGS = msgspec.json.Decoder(list[_MemoryArgs])
-_MEMORY_ONE = msgspec.json.Decoder(_MemoryArgs)
-_MEMORY_BATCH = 1 << 13
-
-
-def _decoded(order: np.ndarray, ts: array, pid: list[Any], where: array, own: ArgsColumn,
-             model: ArgsColumn) -> Iterator[tuple[int, Any, Any]]:
-    """(ts, pid, the args the counters use, or None if they are not a JSON object) of each [memory] event, in ``order``: one
-    decode call per batch of events, not one per event, and only a batch's dicts alive at a time.
-    ``where[r]`` says where event r's args are (see ``KinetoReader.__init__``)."""
-    for lo in range(0, len(order), _MEMORY_BATCH):
-        rows = order[lo:lo + _MEMORY_BATCH].tolist()
-        raw = [(model[w] if w >= 0 else own[-w - 1]) or b"{}" for w in (where[r] for r in rows)]
-        own.forget()
-        model.forget()
-        try:
-            decoded = _MEMORY_ARGS.decode(b"[" + b",".join(raw) + b"]")
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            decoded = []
-            for r in raw:
-                try:
-                    decoded.append(_MEMORY_ONE.decode(r))
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    decoded.append(None)
-        for r, a in zip(rows, decoded):
-            yield ts[r], pid[r], a
 
 
 def read(source: Source) -> Trace:

@@ -761,12 +761,12 @@ class ChromeReader:
         lens = k["i_lens"]
         t.args.extend_packed(k["i_args"], lens)
         self.used["instant"] += len(ts)
-        self.on_instants(k["i_name"], ts, pid, lens)
+        self.on_instants(k["i_name"], ts, pid, k["i_args"], lens)
 
-    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, lens: np.ndarray) -> None:
+    def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: Any, lens: np.ndarray) -> None:
         """Like :meth:`on_instant`, for a batch of instants read by the scanner, the last
-        ``len(names)`` of the model's (string ids of their names, ns, pids, each one's args length:
-        the texts themselves are the model's rows)."""
+        ``len(names)`` of the model's (string ids of their names, ns, pids, their args texts back to
+        back in one buffer and each one's length)."""
 
     def _tracks_of(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         """The thread track of each (pid, tid) pair: the pairs seen before are looked up in the
