@@ -26,7 +26,7 @@ from ...io import Source
 from ...model import Clock, Trace
 from ..schema import parse_json, validate
 from .mxnet_stats_schema import DumpsJson
-from .synth import AggNode, lay_out
+from .synth import AggNode, lay_out, to_ns
 
 WHAT = "MXNet profiler.dumps() statistics"
 _HEADER = re.compile(r"^\s*Profile Statistics[:.]\s*$")
@@ -240,7 +240,7 @@ def read(source: Source) -> Trace:
                     counter_rows.append((r, args))
                     continue
                 r["kind"] = "duration"
-                dur = int(round(r["total"] * 1_000_000)) if r["total"] > 0 else 0
+                dur = to_ns(r["total"], 1_000_000) if r["total"] > 0 else 0
                 children.append(AggNode(r["name"], dur, args))
             root = AggNode(cat.name, _group_dur(children),
                            {"category": cat.name, "rows": len(cat.rows),

@@ -39,10 +39,15 @@ def seconds_to_ns(seconds: float) -> int:
     """Seconds (any number) as integer ns.  Beyond int64 (1e26 s, Infinity) comes back as a value
     the model saturates and the loader's time domain then clamps or drops, counted; NaN as a
     negative one (a duration of 0, counted)."""
+    return to_ns(seconds, 1e9)
+
+
+def to_ns(value: float, ns_per_unit: float) -> int:
+    """``value`` units as integer ns, as :func:`seconds_to_ns` (which is ``to_ns(s, 1e9)``)."""
     try:
-        return int(round(seconds * 1e9))
-    except OverflowError:                  # Infinity
-        return 2**63 if seconds > 0 else -(2**63) - 1
+        return int(round(value * ns_per_unit))
+    except OverflowError:                  # Infinity, or a finite value whose product is not
+        return 2**63 if value > 0 else -(2**63) - 1
     except ValueError:                     # NaN
         return -(2**63) - 1
 
