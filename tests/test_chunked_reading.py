@@ -54,6 +54,30 @@ def test_blocks_cut_anywhere(tmp_path, monkeypatch):
         assert list(t.slices.ts) == [1000, 2000]
 
 
+def test_a_block_scanned_from_a_wrong_guess_leaves_no_trace(tmp_path, monkeypatch):
+    """A block is scanned beside the one before it, from where an event seems to start (``}, {``);
+    the scan is used only if the event cut between the two blocks ends there.  Inside args, an
+    object that looks like an event (name "zzz", cat "yyy") makes a scan from a wrong guess intern
+    strings that real events use later: the reader cuts the table back, so the names, categories
+    and the model's strings (in first-seen order) are those of a read in one block, for blocks of
+    every size from 40 to 400 bytes (after the first 2,000 events, which are read at once)."""
+    fake = '{"name":"zzz","cat":"yyy","ph":"X","ts":5,"dur":1,"pid":1,"tid":1}'
+    events = [f'{{"ph":"X","name":"f","ts":{i},"dur":1,"pid":2,"tid":2}}' for i in range(2100)]
+    events += [f'{{"ph":"X","name":"e{i}","cat":"c{i % 3}","ts":{10 * i},"dur":1,"pid":1,"tid":1,'
+               f'"args":{{"x":[{{"k":1}}, {fake}]}}}}' for i in range(12)]
+    events += ['{"ph":"X","name":"zzz","cat":"yyy","ts":500,"dur":1,"pid":1,"tid":1}',
+               '{"ph":"X","name":"last","ts":600,"dur":1,"pid":1,"tid":1}']
+    src = tmp_path / "t.json"
+    src.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}")
+    one = read(src, 1 << 62, monkeypatch)
+    want = ([one.strings[i] for i in one.slices.name], [one.strings[i] for i in one.slices.cat], list(one.strings))
+    assert want[0] == ["f"] * 2100 + [f"e{i}" for i in range(12)] + ["zzz", "last"]
+    for block in range(40, 401, 7):
+        t = read(src, block, monkeypatch)
+        assert ([t.strings[i] for i in t.slices.name], [t.strings[i] for i in t.slices.cat], list(t.strings)) == want
+        assert t.slices.args[2100] == one.slices.args[2100]
+
+
 @pytest.mark.parametrize("seam", [1, 40, 1 << 16])
 def test_events_cut_between_blocks_whatever_the_seam(seam, monkeypatch):
     """The event cut by a block's end is scanned from its two pieces joined with the start of the

@@ -108,7 +108,7 @@ pub struct Strings {
 }
 
 /// The table behind `m`, even if a panic elsewhere poisoned the lock while it was held: the
-/// tables here are only ever appended to, so they stay consistent.
+/// tables here are only ever appended to (or cut back whole), so they stay consistent.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -138,6 +138,12 @@ impl Strings {
             Some(s) => Ok(s.to_string()),
             None => Err(PyValueError::new_err(format!("no string of id {i}"))),
         }
+    }
+
+    /// truncate(n): forget the strings of ids n and above (a scan whose rows were not used: the
+    /// reader's speculative scan of a block from a start that proved wrong).
+    fn truncate(&self, n: usize) {
+        self.lock().truncate(n);
     }
 
     /// Bytes held by the table's strings (the #8 check: the table grows with the text it holds,

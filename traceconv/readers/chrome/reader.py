@@ -71,6 +71,7 @@ import re
 import threading
 from array import array
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -88,15 +89,15 @@ from ...progress import report
 
 from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS, _TOP,
                        _has_inexact_times, _header_value, _jsonable, decode)
-from .stream import (SCAN, Rows, _ChunkFailure, _find_events, _LateHeader, _parse_tail, _Prefetch,
-                     _read_blocks, _scan, _tail_guess, _utf8_blocks, repair_utf8)
+from .stream import (SCAN, Rows, _ChunkFailure, _event_at, _find_events, _guess_start, _LateHeader, _parse_tail,
+                     _Prefetch, _read_blocks, _scan, _tail_guess, _utf8_blocks, repair_utf8)
 
 # Plausible Unix times in µs: 1973-03-03 .. 2100-01-01.
 UNIX_US_MIN = 100_000_000_000_000
 UNIX_US_MAX = 4_102_444_800_000_000
 
 
-CHUNK_BYTES = 2 << 20       # the event array's text is read and scanned this much at a time
+CHUNK_BYTES = 1 << 20       # the event array's text is read and scanned this much at a time
 SCAN_ROWS = 1 << 16         # events scanned into columns at a time
 SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with this much of the second
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
@@ -600,7 +601,7 @@ class ChromeReader:
     def _scan_blocks(self, header: dict[str, Any], is_array: bool, blocks: Iterator[Any]) -> None:
         """Scan the events of the array's text, given as consecutive blocks after its ``[``."""
         strings = SCAN.Strings()
-        self._smap = np.zeros(0, np.int32)
+        self._smaps = [np.zeros(0, np.int32) for _ in range(3)]
         blocks = iter(blocks)
         # the time base is judged from the first 2000 events (as on the whole-document path):
         # read blocks until they hold that many, or the array ends
@@ -631,12 +632,21 @@ class ChromeReader:
         del sample
         stream = itertools.chain([head], blocks)
         del head
-        # A thread scans (and reads, and gunzips) the next blocks while this one converts the rows
-        # already scanned: the scanner and file reading release the GIL, so the two overlap on two
-        # cores.  Rows come through the queue in file order, each batch with the strings its scan
-        # added to the table (in id order).
+        # Threads scan the next blocks (a thread of its own reads and gunzips them) while this one
+        # converts the rows already scanned: the scanner and file reading release the GIL, so they
+        # overlap on two cores.  Rows come through the queue in file order, each batch with the
+        # strings its scan added to its table (in id order) and which table that is.
         batches: queue.Queue = queue.Queue(maxsize=1)
         stop = threading.Event()
+        # Two blocks are scanned at once: block k + 1 from where an event seems to start in it
+        # (_guess_start), beside block k.  Once block k is done, the event cut between the two
+        # blocks is scanned (the seam) and says where block k + 1's events truly start: the scan
+        # from the guess is used only if it started there (then it is the very scan made from
+        # there), else block k + 1 is scanned again from its true start (and its table cut back to
+        # where it was).  Even blocks, odd blocks and seams each have a table of strings of their
+        # own (scans at once cannot share one), numbered in the order their file position gives.
+        tables = [strings, SCAN.Strings(), SCAN.Strings()]
+        seams = 2
 
         def put(item: tuple) -> bool:
             while not stop.is_set():
@@ -647,47 +657,87 @@ class ChromeReader:
                     pass
             return False
 
+        def scan_block(buf: bytes, pos: int, table: int) -> tuple[int, list, int, int]:
+            """The batches of ``buf``'s events from ``pos`` to its end (or the array's end, or bad
+            text), where the scan stopped and why, and the table's size before it."""
+            before = len(tables[table])
+            out = []
+            while not stop.is_set():
+                cols, n, pos, status, new = _scan(buf, pos, SCAN_ROWS, tables[table])
+                out.append((cols, n, new))
+                if status != SCAN.FULL:
+                    return before, out, pos, status
+            return before, out, pos, SCAN.BAD
+
         def produce() -> None:
+            pool = ThreadPoolExecutor(2, thread_name_prefix="traceconv-scan")
             try:
+                blocks_in = iter(stream)
+                ahead: dict[int, tuple[bytes, int | None, Any]] = {}
+
+                def start(k: int) -> None:
+                    block = next(blocks_in, None)
+                    if block is not None:
+                        buf = bytes(block)
+                        guess = 0 if k == 0 else _guess_start(buf)
+                        ahead[k] = (buf, guess, pool.submit(scan_block, buf, guess, k % 2)
+                                    if guess is not None else None)
+
+                start(0)
+                start(1)
                 carry = b""
-                new_strings: list[str] = []
-                for block in stream:
-                    buf, pos = bytes(block), 0
+                pending: list[list[str]] = [[], [], []]     # strings not yet sent, per table
+                k = 0
+                while k in ahead:
+                    buf, guess, future = ahead.pop(k)
+                    table = k % 2
+                    done = future.result() if future is not None else None
+                    pos: int | None = 0
                     if carry:
                         # the event cut by the last block's end: scanned from its two pieces joined
                         # with only the start of this block (not the whole block copied after it)
                         seam = carry + buf[:SEAM_BYTES]
-                        cols, n, at, status, new = _scan(seam, 0, 1, strings)
-                        new_strings += new
+                        cols, n, at, status, new = _scan(seam, 0, 1, tables[seams])
+                        pending[seams] += new
                         if n == 1 and at > len(carry) and status in (SCAN.FULL, SCAN.MORE):
-                            if not put(("rows", seam, cols, n, new_strings)):
+                            if not put(("rows", seam, cols, n, pending[seams], seams)):
                                 return
-                            new_strings = []
+                            pending[seams] = []
                             pos = at - len(carry)
                         else:                   # a longer event, the array's end, or bad text
-                            buf = carry + buf
+                            buf, pos = carry + buf, None
                         del seam, cols
-                    while True:
-                        if stop.is_set():
-                            return
-                        cols, n, pos, status, new = _scan(buf, pos, SCAN_ROWS, strings)
-                        new_strings += new
-                        if status == SCAN.BAD:
-                            put(("bad",))
-                            return
+                    if done is not None and pos is not None and guess in (pos, _event_at(buf, pos)):
+                        _, got, end, status = done
+                    else:
+                        if done is not None:
+                            tables[table].truncate(done[0])
+                        _, got, end, status = scan_block(buf, pos or 0, table)
+                    del done
+                    for cols, n, new in got:
+                        pending[table] += new
                         if n:
-                            if not put(("rows", buf, cols, n, new_strings)):
+                            if not put(("rows", buf, cols, n, pending[table], table)):
                                 return
-                            new_strings = []
-                        if status != SCAN.FULL:
-                            break
-                    if status == SCAN.END:
-                        put(("end", buf[pos:]))       # the rest of the document after the array
+                            pending[table] = []
+                    del got
+                    if stop.is_set():
                         return
-                    carry = buf[pos:]
+                    if status == SCAN.BAD:
+                        put(("bad",))
+                        return
+                    if status == SCAN.END:
+                        put(("end", buf[end:]))       # the rest of the document after the array
+                        return
+                    carry = buf[end:]
+                    k += 1
+                    start(k + 1)
                 put(("truncated",))
             except BaseException as e:                       # handed to the converting thread
                 put(("error", e))
+            finally:
+                stop.set()                                   # (the scans still running stop early)
+                pool.shutdown(wait=True)
 
         worker = threading.Thread(target=produce, name="traceconv-scan", daemon=True)
         worker.start()
@@ -697,8 +747,8 @@ class ChromeReader:
             while True:
                 item = batches.get()
                 if item[0] == "rows":
-                    _, buf, cols, n, new = item
-                    self._take_rows(buf, cols, new, n, seq)
+                    _, buf, cols, n, new, table = item
+                    self._take_rows(buf, cols, new, n, seq, table)
                     seq += n
                     self.n_events += n
                     batch += 1
@@ -733,16 +783,16 @@ class ChromeReader:
             raise _ChunkFailure from None
         return events
 
-    def _string_ids(self, new: list[str]) -> np.ndarray:
-        """The model's string id of every scanner string, given the strings the scanner added since
-        the last call (in id order; the sample's first)."""
-        if self._pending_strings:
+    def _string_ids(self, new: list[str], table: int = 0) -> np.ndarray:
+        """The model's string id of every string of a scanner table, given the strings the scanner
+        added to it since the last call (in id order; for table 0, the sample's first)."""
+        if table == 0 and self._pending_strings:
             new = self._pending_strings + new
             self._pending_strings = []
         if new:
             intern = self.trace.strings.intern
-            self._smap = np.concatenate([self._smap, np.array([intern(x) for x in new], np.int32)])
-        return self._smap
+            self._smaps[table] = np.concatenate([self._smaps[table], np.array([intern(x) for x in new], np.int32)])
+        return self._smaps[table]
 
     def _take_instants(self, k: dict[str, Any]) -> None:
         """The instants of a batch (:func:`SCAN.split`'s ``i_`` part): on the thread, the process
@@ -789,11 +839,11 @@ class ChromeReader:
         return self._pair_track[ids]
 
     def _take_rows(self, buf: bytes, cols: Rows, new_strings: list[str], n: int,
-                   seq0: int) -> None:
+                   seq0: int, table: int = 0) -> None:
         """Rows ``0..n-1`` of the scanner's output, numbered from ``seq0`` in the file: complete
         events of the plain shape, flow points and instants in bulk (sorted out and gathered in one
         pass by :func:`SCAN.split`), the rest through :meth:`_convert_events`."""
-        smap = self._string_ids(new_strings)
+        smap = self._string_ids(new_strings, table)
         if not self._plain_times:
             # a dialect reads times its own way: every row through the general decoder
             rest = np.arange(n)

@@ -32,6 +32,26 @@ def _scan(text: bytes, pos: int, cap: int, strings: Any) -> tuple[Rows, int, int
     return Rows(**cols), len(cols["flags"]), pos, status, new
 
 
+_BETWEEN = re.compile(rb"[ \t\r\n]*(?:,[ \t\r\n]*)?")
+_NEXT_EVENT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+GUESS_BYTES = 1 << 16        # how far into a block an event's start is looked for
+
+
+def _event_at(text: bytes, pos: int) -> int:
+    """Where the scanner, going on from ``pos`` between two events, finds the next one: past
+    whitespace, a comma and whitespace."""
+    m = _BETWEEN.match(text, pos)
+    return m.end() if m is not None else pos
+
+
+def _guess_start(block: bytes) -> int | None:
+    """Where an event seems to start in a block cut from the middle of an event array: the ``{``
+    after the first ``}``, ``,`` (whitespace between) in its first ``GUESS_BYTES``, or None.  Only
+    a guess (the three may be inside a string): the reader checks it before using a scan from it."""
+    m = _NEXT_EVENT.search(block, 0, GUESS_BYTES)
+    return m.end() - 1 if m is not None else None
+
+
 class _ChunkFailure(Exception):
     """The chunked path cannot read this document; the whole-document path will."""
 
