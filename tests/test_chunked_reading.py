@@ -5,6 +5,8 @@ strings, numbers and args too)."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -76,6 +78,24 @@ def test_a_block_scanned_from_a_wrong_guess_leaves_no_trace(tmp_path, monkeypatc
         t = read(src, block, monkeypatch)
         assert ([t.strings[i] for i in t.slices.name], [t.strings[i] for i in t.slices.cat], list(t.strings)) == want
         assert t.slices.args[2100] == one.slices.args[2100]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_the_keys_after_a_long_array_come_back_whole(tmp_path, monkeypatch, gz):
+    """The array ends in a block while the next block is already taken from the stream to be
+    scanned beside it: that block's text belongs to the keys after the array (a long otherData
+    here, then the Kineto time base), and must come back whole, whatever the block size, from a
+    file that can be read backwards and from a .gz that cannot."""
+    other = {"x": "y" * 3000, "n": 7}
+    events = ",".join(f'{{"ph":"X","name":"e{i}","ts":{i},"dur":1,"pid":1,"tid":1}}' for i in range(6000))
+    doc = ('{"traceEvents":[' + events + '],"displayTimeUnit":"ns","otherData":' + json.dumps(other)
+           + ',"baseTimeNanoseconds":1700000000000000000,"schemaVersion":1}').encode()
+    src = tmp_path / ("t.pt.trace.json" + (".gz" if gz else ""))
+    src.write_bytes(gzip.compress(doc) if gz else doc)
+    for block in (300, 1000, 4096):
+        t = read(src, block, monkeypatch)
+        assert t.meta.extra["otherData"] == other, block
+        assert t.slices.ts[0] == 1_700_000_000_000_000_000 and len(t.slices) == 6000
 
 
 @pytest.mark.parametrize("seam", [1, 40, 1 << 16])

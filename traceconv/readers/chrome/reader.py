@@ -727,7 +727,9 @@ class ChromeReader:
                         put(("bad",))
                         return
                     if status == SCAN.END:
-                        put(("end", buf[end:]))       # the rest of the document after the array
+                        # the rest of the document after the array: this block's, and the next
+                        # one's, already taken from the stream to be scanned beside it
+                        put(("end", buf[end:] + b"".join(ahead[j][0] for j in sorted(ahead))))
                         return
                     carry = buf[end:]
                     k += 1
