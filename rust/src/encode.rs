@@ -1296,7 +1296,6 @@ impl EventEncoder {
         let (st, sn, sc, sd, so) = (slice(&st)?, slice(&sn)?, slice(&sc)?, slice(&sd)?, slice(&so)?);
         let (it, inm, ic, id, io) = (slice(&it)?, slice(&inm)?, slice(&ic)?, slice(&id)?, slice(&io)?);
         let (ct, cb) = (slice(&ct)?, slice(&cb)?);
-        let (fos, fis) = (&self.fo, &self.fi);
         let rows_s: Vec<i64> = (0..n).filter(|&e| kind[e] == k_begin).map(|e| index[e]).collect();
         let rows_i: Vec<i64> = (0..n).filter(|&e| kind[e] == k_instant).map(|e| index[e]).collect();
         let table = self.table.borrow(py);
@@ -1325,10 +1324,9 @@ impl EventEncoder {
             }
         }
         let a = Assembly {
-            kind: &kind, time: &time, index: &index, codes: self.codes, seq: self.seq_id, flags: self.flags, uuids: &self.uuids,
-            default_uuid: self.default_uuid, flow_ids: self.flow_ids, name_iids: &self.name_iids,
-            cat_iids: &self.cat_iids, st, sn, sc, it, inm, ic, ct, cb, fos, fis,
-            s_ann: (&sa, &se, &sf, &parts[0]), i_ann: (&ia, &ie, &if_, &parts[1]),
+            enc: &*self, kind: &kind, time: &time, index: &index, st, sn, sc, it, inm, ic, ct, cb,
+            s_ann: Anns { text: &sa, ends: &se, flags: &sf, python: &parts[0] },
+            i_ann: Anns { text: &ia, ends: &ie, flags: &if_, python: &parts[1] },
         };
         let last = self.last;
         let out = py
@@ -1372,22 +1370,34 @@ struct Start {
     fi: usize,
 }
 
-/// (annotations, their ends, flags, the Python encoder's annotations of the flagged rows)
-type Anns<'a> = (&'a [u8], &'a [i64], &'a [u8], &'a [Vec<u8>]);
+/// A step's annotations of one table: the encoder's, back to back, each row's end, its flag (1:
+/// left to Python), and the Python encoder's annotations of the flagged rows, in order.
+struct Anns<'a> {
+    text: &'a [u8],
+    ends: &'a [i64],
+    flags: &'a [u8],
+    python: &'a [Vec<u8>],
+}
 
-/// A step's events and everything their packets are made of, borrowed.
+impl<'a> Anns<'a> {
+    /// Row `j`'s annotations; `f` counts the flagged rows before it (and counts this one).
+    fn row(&self, j: usize, f: &mut usize) -> &'a [u8] {
+        if self.flags[j] != 0 {
+            *f += 1;
+            &self.python[*f - 1]
+        } else {
+            let a0 = if j == 0 { 0 } else { self.ends[j - 1] as usize };
+            &self.text[a0..self.ends[j] as usize]
+        }
+    }
+}
+
+/// A step's events and the columns their packets are made of, borrowed (the rest is the encoder's).
 struct Assembly<'a> {
+    enc: &'a EventEncoder,
     kind: &'a [i64],
     time: &'a [i64],
     index: &'a [i64],
-    codes: [i64; 4],
-    seq: u64,
-    flags: u64,
-    uuids: &'a [u64],
-    default_uuid: u64,
-    flow_ids: (u64, u64),
-    name_iids: &'a [u64],
-    cat_iids: &'a [u64],
     st: &'a [i32],
     sn: &'a [i32],
     sc: &'a [i32],
@@ -1396,8 +1406,6 @@ struct Assembly<'a> {
     ic: &'a [i32],
     ct: &'a [i32],
     cb: &'a [u64],
-    fos: &'a [(u32, u32)],
-    fis: &'a [(u32, u32)],
     s_ann: Anns<'a>,
     i_ann: Anns<'a>,
 }
@@ -1405,15 +1413,14 @@ struct Assembly<'a> {
 impl Assembly<'_> {
     /// The packets of events `lo..hi`.
     fn packets(&self, lo: usize, hi: usize, at: Start) -> Result<Vec<u8>, String> {
-        let [k_begin, k_end, k_instant, k_counter] = self.codes;
-        let (sa, se, sf, sp) = self.s_ann;
-        let (ia, ie, if_, ip) = self.i_ann;
-        let (nn, nc, nt) = (self.name_iids.len(), self.cat_iids.len(), self.uuids.len());
-        let (uuids, name_iids, cat_iids) = (self.uuids, self.name_iids, self.cat_iids);
+        let enc = self.enc;
+        let [k_begin, k_end, k_instant, k_counter] = enc.codes;
+        let (uuids, name_iids, cat_iids) = (&enc.uuids, &enc.name_iids, &enc.cat_iids);
+        let (nn, nc, nt) = (name_iids.len(), cat_iids.len(), uuids.len());
         let Start { mut last, mut js, mut ji, mut fs, mut fi } = at;
         // (about this part's share of the annotations, and a packet's own fields)
         let n = self.kind.len().max(1);
-        let mut out = Vec::with_capacity((sa.len() + ia.len()) / n * (hi - lo) + 48 * (hi - lo));
+        let mut out = Vec::with_capacity((self.s_ann.text.len() + self.i_ann.text.len()) / n * (hi - lo) + 48 * (hi - lo));
         for e in lo..hi {
             let k = self.kind[e];
             let t = self.time[e];
@@ -1424,27 +1431,15 @@ impl Assembly<'_> {
                      ann: &[], counter: None, fo: &[], fi: &[] }
             } else if k == k_begin {
                 let r = idx(self.index[e], self.st.len(), "slice")?;
-                let a0 = if js == 0 { 0 } else { se[js - 1] as usize };
-                let ann: &[u8] = if sf[js] != 0 {
-                    fs += 1;
-                    &sp[fs - 1]
-                } else {
-                    &sa[a0..se[js] as usize]
-                };
+                let ann = self.s_ann.row(js, &mut fs);
                 js += 1;
                 Ev { etype: TYPE_SLICE_BEGIN, uuid: uuids[idx(self.st[r] as i64, nt, "track")?],
                      name: name_iids[idx(self.sn[r] as i64, nn, "name")?],
                      cat: cat_iids[idx(self.sc[r] as i64, nc, "category")?], ann, counter: None,
-                     fo: ids_of(self.fos, r), fi: ids_of(self.fis, r) }
+                     fo: ids_of(&enc.fo, r), fi: ids_of(&enc.fi, r) }
             } else if k == k_instant {
                 let r = idx(self.index[e], self.it.len(), "instant")?;
-                let a0 = if ji == 0 { 0 } else { ie[ji - 1] as usize };
-                let ann: &[u8] = if if_[ji] != 0 {
-                    fi += 1;
-                    &ip[fi - 1]
-                } else {
-                    &ia[a0..ie[ji] as usize]
-                };
+                let ann = self.i_ann.row(ji, &mut fi);
                 ji += 1;
                 Ev { etype: TYPE_INSTANT, uuid: uuids[idx(self.it[r] as i64, nt, "track")?],
                      name: name_iids[idx(self.inm[r] as i64, nn, "name")?],
@@ -1456,7 +1451,7 @@ impl Assembly<'_> {
             } else {
                 return Err(format!("run: unknown event kind {k}"));
             };
-            put_packet(&mut out, delta, self.seq, self.flags, self.default_uuid, self.flow_ids, &ev);
+            put_packet(&mut out, delta, enc.seq_id, enc.flags, enc.default_uuid, enc.flow_ids, &ev);
             last = t;
         }
         Ok(out)

@@ -154,7 +154,7 @@ class KinetoReader(ChromeReader):
         that walk visits only the events where something is first, the rows are built with numpy."""
         m = self._mem
         self._mem = _MemoryEvents()
-        n = len(m.ts)
+        n = len(m)
         if m.too_big:
             self.warn(WarningCode.NOTE, "[memory] values beyond the range of a double (kept in the events' "
                       "args) were left out of the memory counters", m.too_big)
