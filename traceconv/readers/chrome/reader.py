@@ -100,6 +100,7 @@ UNIX_US_MAX = 4_102_444_800_000_000
 CHUNK_BYTES = 1 << 20       # the event array's text is read and scanned this much at a time
 SCAN_ROWS = 1 << 16         # events scanned into columns at a time
 SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with this much of the second
+SCAN_DEPTH = 3              # blocks in flight in a streamed read: being scanned, or handed over
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
 TRIM_BATCHES = 16           # the heap's free space goes back to the system every this many batches
 FAST = True                 # False: read every file with the whole-document decoder (the reference)
@@ -601,7 +602,8 @@ class ChromeReader:
     def _scan_blocks(self, header: dict[str, Any], is_array: bool, blocks: Iterator[Any]) -> None:
         """Scan the events of the array's text, given as consecutive blocks after its ``[``."""
         strings = SCAN.Strings()
-        self._smaps = [np.zeros(0, np.int32) for _ in range(3)]
+        depth = SCAN_DEPTH
+        self._smaps = [np.zeros(0, np.int32) for _ in range(depth + 1)]
         blocks = iter(blocks)
         # the time base is judged from the first 2000 events (as on the whole-document path):
         # read blocks until they hold that many, or the array ends
@@ -643,10 +645,13 @@ class ChromeReader:
         # blocks is scanned (the seam) and says where block k + 1's events truly start: the scan
         # from the guess is used only if it started there (then it is the very scan made from
         # there), else block k + 1 is scanned again from its true start (and its table cut back to
-        # where it was).  Even blocks, odd blocks and seams each have a table of strings of their
-        # own (scans at once cannot share one), numbered in the order their file position gives.
-        tables = [strings, SCAN.Strings(), SCAN.Strings()]
-        seams = 2
+        # where it was).  Block k + 2's scan starts as soon as block k's is done, while block k's
+        # rows are still being handed over, so the scanning threads do not wait for the converting
+        # one.  Block k uses table k % depth (scans at once cannot share one; a table is used by
+        # one block at a time) and seams a table of their own; the tables' strings are numbered in
+        # the order their file position gives.
+        tables = [strings] + [SCAN.Strings() for _ in range(depth)]
+        seams = depth
 
         def put(item: tuple) -> bool:
             while not stop.is_set():
@@ -680,18 +685,19 @@ class ChromeReader:
                     if block is not None:
                         buf = bytes(block)
                         guess = 0 if k == 0 else _guess_start(buf)
-                        ahead[k] = (buf, guess, pool.submit(scan_block, buf, guess, k % 2)
+                        ahead[k] = (buf, guess, pool.submit(scan_block, buf, guess, k % depth)
                                     if guess is not None else None)
 
-                start(0)
-                start(1)
+                for j in range(depth - 1):
+                    start(j)
                 carry = b""
-                pending: list[list[str]] = [[], [], []]     # strings not yet sent, per table
+                pending: list[list[str]] = [[] for _ in tables]     # strings not yet sent, per table
                 k = 0
                 while k in ahead:
                     buf, guess, future = ahead.pop(k)
-                    table = k % 2
+                    table = k % depth
                     done = future.result() if future is not None else None
+                    start(k + depth - 1)        # (a scanning thread is free)
                     pos: int | None = 0
                     if carry:
                         # the event cut by the last block's end: scanned from its two pieces joined
@@ -733,7 +739,6 @@ class ChromeReader:
                         return
                     carry = buf[end:]
                     k += 1
-                    start(k + 1)
                 put(("truncated",))
             except BaseException as e:                       # handed to the converting thread
                 put(("error", e))
