@@ -602,8 +602,6 @@ class ChromeReader:
     def _scan_blocks(self, header: dict[str, Any], is_array: bool, blocks: Iterator[Any]) -> None:
         """Scan the events of the array's text, given as consecutive blocks after its ``[``."""
         strings = SCAN.Strings()
-        depth = SCAN_DEPTH
-        self._smaps = [np.zeros(0, np.int32) for _ in range(depth + 1)]
         blocks = iter(blocks)
         # the time base is judged from the first 2000 events (as on the whole-document path):
         # read blocks until they hold that many, or the array ends
@@ -650,8 +648,10 @@ class ChromeReader:
         # one.  Block k uses table k % depth (scans at once cannot share one; a table is used by
         # one block at a time) and seams a table of their own; the tables' strings are numbered in
         # the order their file position gives.
+        depth = SCAN_DEPTH
         tables = [strings] + [SCAN.Strings() for _ in range(depth)]
         seams = depth
+        self._smaps = [np.zeros(0, np.int32) for _ in tables]      # each table's model string ids
 
         def put(item: tuple) -> bool:
             while not stop.is_set():
@@ -790,7 +790,7 @@ class ChromeReader:
             raise _ChunkFailure from None
         return events
 
-    def _string_ids(self, new: list[str], table: int = 0) -> np.ndarray:
+    def _string_ids(self, new: list[str], table: int) -> np.ndarray:
         """The model's string id of every string of a scanner table, given the strings the scanner
         added to it since the last call (in id order; for table 0, the sample's first)."""
         if table == 0 and self._pending_strings:
@@ -846,7 +846,7 @@ class ChromeReader:
         return self._pair_track[ids]
 
     def _take_rows(self, buf: bytes, cols: Rows, new_strings: list[str], n: int,
-                   seq0: int, table: int = 0) -> None:
+                   seq0: int, table: int) -> None:
         """Rows ``0..n-1`` of the scanner's output, numbered from ``seq0`` in the file: complete
         events of the plain shape, flow points and instants in bulk (sorted out and gathered in one
         pass by :func:`SCAN.split`), the rest through :meth:`_convert_events`."""
