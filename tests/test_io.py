@@ -5,6 +5,7 @@ SIGTERM sent to a running ``traceconv convert``; and the exit codes of each outc
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import pty
@@ -370,3 +371,25 @@ def test_an_internal_error_is_exit_70_with_its_traceback(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 70
     assert "ZeroDivisionError" in r.stderr and "internal error (a bug)" in r.stderr
+
+
+def test_append_file_copies_exactly_the_bytes_asked_for_into_any_output(tmp_path, monkeypatch):
+    from traceconv import io as tio
+    src = tmp_path / "src"
+    data = bytes(range(256)) * 4000
+    src.write_bytes(data + b"not this")
+    out = tmp_path / "out"
+    with open(out, "wb") as f:                         # a plain file: the kernel copies
+        f.write(b"head")
+        tio.append_file(src, len(data), f)
+        f.write(b"end")
+    assert out.read_bytes() == b"head" + data + b"end"
+    monkeypatch.setattr(tio, "COPY_BYTES", 1000)
+    with atomic_output(tmp_path / "o.gz") as f:      # gzip: read and written, 1000 bytes at a time
+        f.write(b"head")
+        tio.append_file(src, len(data), f)
+    assert gzip.decompress((tmp_path / "o.gz").read_bytes()) == b"head" + data
+    for target in (tmp_path / "short", tmp_path / "short.gz"):
+        with pytest.raises(TraceconvError, match="cannot write"), atomic_output(target) as f:
+            tio.append_file(src, len(data) + 100, f)   # the file is shorter than said
+        assert not target.exists()

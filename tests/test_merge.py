@@ -276,3 +276,21 @@ def test_cli_prints_one_line_per_rank(tmp_path):
     r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(M / "gloo_2ranks"), "-o",
                         str(tmp_path / "x.pftrace"), "--align", "sideways"], capture_output=True, text=True)
     assert r.returncode == 2 and "unknown --align 'sideways'" in r.stderr
+
+
+def test_the_ranks_files_are_copied_whole_into_a_plain_or_a_gzipped_merge(tmp_path, monkeypatch):
+    """Each rank's packets travel from its worker as a file, which the main process copies into the
+    merged file: by the kernel into a plain file, piece by piece into a gzipped one (here in pieces
+    of 4 KiB, so a rank spans many).  Both hold the same bytes, the ranks' sequences whole."""
+    import traceconv.io
+    monkeypatch.setattr(traceconv.io, "COPY_BYTES", 4096)
+    traceconv.merge(HTA, tmp_path / "run.pftrace")
+    traceconv.merge(HTA, tmp_path / "run.pftrace.gz")
+    plain = (tmp_path / "run.pftrace").read_bytes()
+    assert gzip.decompress((tmp_path / "run.pftrace.gz").read_bytes()) == plain
+    trace = pb.Trace.FromString(plain)
+    per_seq = Counter(p.trusted_packet_sequence_id for p in trace.packet if p.HasField("track_event"))
+    assert sorted(per_seq) == [2, 3]                  # one sequence per rank, after the header's
+    assert sum(per_seq.values()) == sum(2 * len(t.slices) + len(t.instants) + len(t.counters)
+                                        for t in map(traceconv.load, HTA))
+    tp.assert_loads(tmp_path / "run.pftrace")

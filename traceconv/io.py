@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import os
 import re
 import signal
@@ -351,6 +352,35 @@ def _write_through(fd: int, label: str, close: bool, compress: bool, binary: boo
         if close:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+COPY_BYTES = 8 << 20        # append_file's pieces where the kernel cannot copy
+
+
+def append_file(path: str | os.PathLike[str], size: int, out: BinaryIO) -> None:
+    """The first ``size`` bytes of the file at ``path`` written to ``out``: copied by the kernel
+    (``copy_file_range``, never through this process's memory) when ``out`` is a plain file, else
+    read and written ``COPY_BYTES`` at a time (a gzipped or streamed output, or a system without it)."""
+    with open(path, "rb", buffering=0) as src:
+        fileno = getattr(out, "fileno", None)
+        if hasattr(os, "copy_file_range") and isinstance(out, io.BufferedWriter) and fileno is not None:
+            out.flush()
+            dst = fileno()
+            while size > 0:
+                try:
+                    n = os.copy_file_range(src.fileno(), dst, size)
+                except OSError:
+                    break                      # (not across these file systems, or not here: by hand)
+                if n == 0:
+                    raise OSError(f"{path} ended before its {size} last bytes")
+                size -= n
+            out.seek(0, os.SEEK_END)            # (the buffer's idea of the position, after the kernel's writes)
+        while size > 0:
+            b = src.read(min(size, COPY_BYTES))
+            if not b:
+                raise OSError(f"{path} ended before its {size} last bytes")
+            out.write(b)
+            size -= len(b)
 
 
 @contextlib.contextmanager

@@ -10,8 +10,9 @@ threshold at 1 MB keeps such blocks mapped: measured on 1M Kineto events, peak R
 batch's columns at a time, each freed before the next), the threshold is 4 MB instead
 (:func:`stream_start`/:func:`stream_end`): those blocks then reuse the heap's space instead of
 being fresh mappings the system zeroes and unmaps each time (1M Kineto events: ~0.5 s of CPU less,
-system time halved; the read's peak a few MB higher).  A no-op where
-there is no glibc.
+system time halved; the read's peak a few MB higher).  A worker process of a merge's pool, which
+reads one rank after another, keeps what it freed instead (:func:`keep_freed`): the next rank
+reuses it.  A no-op where there is no glibc.
 """
 
 from __future__ import annotations
@@ -36,9 +37,13 @@ def _c() -> "ctypes.CDLL | None":
 
 MMAP_THRESHOLD = 1 << 20           # see above
 STREAM_MMAP_THRESHOLD = 4 << 20    # while a file's text streams through (see stream_start())
+KEEP_MMAP_THRESHOLD = 64 << 20     # in a pool's worker (see keep_freed())
+_keep = False
 
 
 def _set_threshold(n: int) -> None:
+    if _keep:
+        return
     try:
         libc = _c()
         if libc is not None:
@@ -72,9 +77,23 @@ def stream_end() -> None:
         trim()
 
 
+def keep_freed() -> None:
+    """For the rest of this process, freed memory stays in it for the next allocation: blocks up to
+    64 MB come from the heap, and :func:`trim` gives nothing back.  For a pool's worker process,
+    which reads one file after another: each would otherwise fault in again, page by page, what the
+    one before gave back (a merge of 8 ranks of 250k events: 7 % faster, 0.3 s less system time,
+    the worker's peak ~15 MB higher)."""
+    global _keep
+    _set_threshold(KEEP_MMAP_THRESHOLD)
+    _keep = True
+
+
 def trim() -> None:
     """Give the heap's free space back to the system now (glibc's ``malloc_trim``): after a phase
-    that freed many small blocks, ~30 MB after reading a million events.  A no-op elsewhere."""
+    that freed many small blocks, ~30 MB after reading a million events.  A no-op elsewhere, and
+    after :func:`keep_freed`."""
+    if _keep:
+        return
     try:
         libc = _c()
         if libc is not None:

@@ -3,6 +3,7 @@ cut to the window, write one trace or a Perfetto merge archive."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,7 +30,6 @@ from .ranks import (encode_rank, features, finish_rank, load_features, load_rank
 # past that each file is read twice, one rank in memory at a time
 HOLD_BYTES_PER_WORKER = 1_500_000_000
 GZIP_RATIO = 8                   # a .gz file's JSON, guessed from its size
-SPOOL_COPY = 8 << 20             # the encoded ranks are copied from their spool file this much at a time
 
 
 def _json_bytes(files: list[InputPath]) -> int:
@@ -290,7 +290,7 @@ class _Run:
                     self.kept.append((item, r, how))
 
             n = len(self.files)
-            items = [(f, self.fmt, self.cats, self.min_ns, k, n) for k, f in enumerate(self.files)]
+            items = [(f, self.fmt, self.cats, self.min_ns, k, n, spool.dir) for k, f in enumerate(self.files)]
             self.order(((it, None) for it in eng.map(load_sequence, items, self.files, self.progress)), add)
             return self.write_sequences(spool, self.aligned())
 
@@ -393,13 +393,15 @@ class _Run:
 
 class _Spool:
     """The kept ranks encoded as sequences (:func:`.ranks.sequence_of`), in the order they are kept:
-    their tracks go into the merged trace (each keeps the uuid its events use), their packets onto a
-    temporary file until every rank's offset is known; :meth:`write` then assembles the .pftrace."""
+    their tracks go into the merged trace (each keeps the uuid its events use), their packets into
+    files of a temporary folder until every rank's offset is known (workers on this machine write
+    them there themselves: ``dir``); :meth:`write` then assembles the .pftrace."""
 
     def __init__(self, merged: Trace) -> None:
         self.merged = merged
-        self.file = tempfile.TemporaryFile(prefix="traceconv-merge-")
-        self.parts: list[tuple[perfetto.Sequence, int, int, int]] = []   # (sequence, rank, where, length)
+        self._dir = tempfile.TemporaryDirectory(prefix="traceconv-merge-")
+        self.dir = self._dir.name
+        self.parts: list[tuple[perfetto.Sequence, int]] = []   # (sequence, rank)
         self.uuids: list[int] = []               # of each track of the merged trace
         self.slices = 0
 
@@ -407,7 +409,7 @@ class _Spool:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.file.close()
+        self._dir.cleanup()
 
     def add(self, item: Loaded, r: int) -> None:
         tmap = append_tracks(self.merged, item.trace, r)
@@ -415,30 +417,23 @@ class _Spool:
         for local, m in enumerate(tmap.tolist()):
             self.uuids[m] = item.uuids[local]
         seq = item.sequence
-        if seq.packets:                  # (a rank with no events has no sequence: nothing to move)
-            at = self.file.seek(0, 2)
-            self.file.write(seq.packets)
-            self.parts.append((replace(seq, packets=b""), r, at, len(seq.packets)))
+        if seq.file is None and seq.packets:     # (from a cluster: its bytes to a file of their own)
+            file = os.path.join(self.dir, f"part-{len(self.parts)}.seq")
+            with open(file, "wb") as f:
+                f.write(seq.packets)
+            seq = replace(seq, packets=b"", file=file)
+        if seq.size:                             # (a rank with no events has no sequence: nothing to move)
+            self.parts.append((seq, r))
         item.sequence = None
         self.merged.diagnostics.extend(item.trace.diagnostics)
         self.slices += item.slices
 
     def write(self, out: Path | URL, inputs: list[InputPath], alignments: dict[int, Alignment]) -> None:
         """The merged .pftrace at ``out``: the merged trace's descriptors and metadata, then each
-        rank's sequence, its clock moved by the rank's offset, its packets copied from the spool."""
-        def chunks(at: int, size: int) -> Iterator[bytes]:
-            self.file.seek(at)
-            while size > 0:
-                b = self.file.read(min(size, SPOOL_COPY))
-                if not b:
-                    raise OSError("the merge's spool file ended early")
-                size -= len(b)
-                yield b
-
+        rank's sequence, its clock moved by the rank's offset, its packets copied from its file."""
         with atomic_output(out, inputs=inputs, binary=True) as f:
-            perfetto.write_sequences(self.merged, self.uuids,
-                                     ((seq, alignments[r].offset_ns, chunks(at, size)) for seq, r, at, size in self.parts),
-                                     f)
+            perfetto.write_sequences(self.merged, self.uuids, [seq for seq, _ in self.parts],
+                                     [alignments[r].offset_ns for _, r in self.parts], f)
 
 
 def _add(into: dict[str, int], more: dict[str, int]) -> None:

@@ -15,6 +15,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
+from .. import memory
 from ..errors import TraceconvError
 
 ENGINES = ("local", "dask")
@@ -58,7 +59,7 @@ class LocalEngine:
                     progress(i + 1, n, labels[i])
                 yield res
             return
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=memory.keep_freed) as pool:
             pending: list = []
             nxt = 0
             for _ in range(n):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import io
+import os
 
 from ..api import load
 from ..model import Trace
@@ -39,17 +40,19 @@ def features(item: Loaded) -> Loaded:
                   item.time_range)
 
 
-def sequence_of(item: Loaded, k: int, files: int) -> Loaded:
+def sequence_of(item: Loaded, k: int, files: int, spool: str | None = None) -> Loaded:
     """The rank's events encoded where they were read, as packet sequence ``k`` of a merged
     .pftrace of ``files`` files (:func:`traceconv.writers.perfetto.encode_sequence`): its own
     sequence id, track uuids ``id * files + k + 1`` and flow ids ``(i + 1) * files + k``, unique in
     the file.  Its clock starts at its own first event; the merged file's first packet of the
-    sequence moves it by the rank's offset, so it is encoded before the offsets are known.  Returns
-    the features with a stub trace that keeps the tracks (for their descriptors)."""
+    sequence moves it by the rank's offset, so it is encoded before the offsets are known.  With
+    ``spool`` (a folder of this machine) the packets go to a file there instead of travelling back
+    in memory.  Returns the features with a stub trace that keeps the tracks (for their descriptors)."""
     trace = item.trace
     nest(trace)
     uuids = [t.id * files + k + 1 for t in trace.tracks]
-    seq = perfetto.encode_sequence(trace, perfetto.SEQ_ID + 1 + k, uuids, (files, k), threads=False)
+    file = os.path.join(spool, f"rank-{k}.seq") if spool is not None else None
+    seq = perfetto.encode_sequence(trace, perfetto.SEQ_ID + 1 + k, uuids, (files, k), threads=False, file=file)
     out = features(item)                 # (after encoding: with what nesting and writing noted)
     stub = out.trace
     stub.processes, stub.threads, stub.tracks = trace.processes, trace.threads, trace.tracks
@@ -58,9 +61,10 @@ def sequence_of(item: Loaded, k: int, files: int) -> Loaded:
 
 
 def load_sequence(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
-                  k: int, files: int) -> Loaded:
-    """:func:`load_rank` then :func:`sequence_of`: only the encoded events and the stub travel."""
-    return sequence_of(load_rank(path, fmt, drop_cats, min_dur), k, files)
+                  k: int, files: int, spool: str | None = None) -> Loaded:
+    """:func:`load_rank` then :func:`sequence_of`: only the encoded events (or, with ``spool``, the
+    name of their file) and the stub travel."""
+    return sequence_of(load_rank(path, fmt, drop_cats, min_dur), k, files, spool)
 
 
 def reload_sequence(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001

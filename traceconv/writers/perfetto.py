@@ -93,6 +93,7 @@ from .._native import _core
 from . import argtext
 from ..model.layout import BEGIN, COUNTER, END, INSTANT, event_windows, stream_length
 from ..model import Trace, TrackKind
+from ..io import append_file
 from ..progress import report
 
 SEQ_ID = 1
@@ -548,38 +549,50 @@ class Sequence:
     """The events of a trace encoded as a packet sequence of their own (:func:`encode_sequence`),
     for a file assembled elsewhere (:func:`write_sequences`): its id, the time of its first event
     (where its incremental clock starts), the track its events leave out, and the packets (its
-    interned data, then its events), which need a first packet saying all that before them."""
+    interned data, then its events), which need a first packet saying all that before them: in
+    ``packets``, or, when it was encoded into a file, in the file ``file`` (``size`` bytes)."""
     seq_id: int
     t0: int
     default_uuid: int
-    packets: bytes
+    packets: bytes = b""
+    file: str | None = None
+    size: int = 0
 
 
 def encode_sequence(trace: Trace, seq_id: int, uuids: list[int], flow_ids: tuple[int, int] = (1, 0), *,
-                    threads: bool = True) -> Sequence:
+                    threads: bool = True, file: str | None = None) -> Sequence:
     """The events of ``trace`` (nested) as sequence ``seq_id``: its tracks are ``uuids`` (one per
     track, unique in the file) and its flows' ids ``(k + 1) * scale + base`` for ``flow_ids = (scale,
     base)`` (unique in the file when each sequence has its own base below one scale).  ``threads``
-    False: on this thread only (where other processes already keep the cores busy)."""
-    buf = io.BytesIO()
+    False: on this thread only (where other processes already keep the cores busy).  ``file``: the
+    packets are written to that new file instead of memory (a merge's worker on this machine: the
+    main process then copies them into the merged file, and they never travel through a pipe)."""
     with _two_threads(threads) as pool:
         events = _Events(trace, uuids, pool)
-        events.write(buf, seq_id, flow_ids)
-    return Sequence(seq_id, events.t0, events.default_uuid, buf.getvalue())
+        if file is None:
+            buf = io.BytesIO()
+            events.write(buf, seq_id, flow_ids)
+            return Sequence(seq_id, events.t0, events.default_uuid, buf.getvalue(), size=buf.tell())
+        with open(file, "wb") as f:
+            events.write(f, seq_id, flow_ids)
+            size = f.tell()
+    return Sequence(seq_id, events.t0, events.default_uuid, file=file, size=size)
 
 
-def write_sequences(trace: Trace, uuids: list[int], sequences: Iterable[tuple[Sequence, int, Iterable[Any]]],
+def write_sequences(trace: Trace, uuids: list[int], sequences: Iterable[Sequence], offsets: Iterable[int],
                     out: BinaryIO) -> None:
     """A file of sequences encoded elsewhere: the descriptors of ``trace``'s tracks (``uuids``, the
-    uuids the sequences use) and its metadata, then for each ``(sequence, offset, chunks)`` the
-    sequence's first packet, its clock moved by ``offset`` ns on the trace's clock, and its packets
-    (``chunks``: the sequence's ``packets``, or the same bytes in pieces)."""
+    uuids the sequences use) and its metadata, then for each sequence and its offset (ns on the
+    trace's clock) the sequence's first packet, its clock moved by the offset, and its packets
+    (copied from its file: :func:`traceconv.io.append_file`)."""
     # (the descriptors' sequence starts with the first of them, or with the metadata)
     out.write(_descriptor_packets(trace, uuids, opens=True) + _metadata_packet(trace, opens=not trace.tracks))
-    for seq, offset, chunks in sequences:
+    for seq, offset in zip(sequences, offsets):
         out.write(_sequence_start(seq.seq_id, seq.t0, seq.default_uuid, seq.t0 + offset))
-        for c in chunks:
-            out.write(c)
+        if seq.file is not None:
+            append_file(seq.file, seq.size, out)
+        else:
+            out.write(seq.packets)
 
 
 class _Events:
