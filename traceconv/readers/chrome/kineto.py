@@ -224,7 +224,6 @@ class KinetoReader(ChromeReader):
         return owner, dev
 
 
-_NUMBERS = (int, float)     # a JSON number's types (exactly: bool is not one)
 _NAN = float("nan")
 
 
@@ -269,11 +268,10 @@ class _MemoryEvents:
                     decoded.append(_MEMORY_ONE.decode(r))
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     decoded.append(None)         # not an object: no counter
+        rows = [(t, p, a) for t, p, a in zip(ts, pid, decoded) if a is not None]
         ids, places = self._ids, self.places
-        total, reserved, nbytes = self.values
-        for t, p, a in zip(ts, pid, decoded):
-            if a is None:
-                continue
+        at = []
+        for _, p, a in rows:
             key = (a.dtype, a.did, p)
             try:
                 k = ids.get(key)
@@ -283,15 +281,20 @@ class _MemoryEvents:
             except TypeError:                 # a list or an object where a number belongs
                 k = len(places)
                 places.append((*key, False))
-            self.ts.append(t)
-            self.place.append(k)
-            total.append(self._double(a.total))
-            reserved.append(self._double(a.reserved))
-            nbytes.append(self._double(a.nbytes))
-            self.no_total.append(a.total is UNSET)
+            at.append(k)
+        self.ts.extend([t for t, _, _ in rows])
+        self.place.extend(at)
+        total, reserved, nbytes = self.values
+        double = self._double
+        total.extend([double(a.total) for _, _, a in rows])
+        reserved.extend([double(a.reserved) for _, _, a in rows])
+        nbytes.extend([double(a.nbytes) for _, _, a in rows])
+        self.no_total.extend([a.total is UNSET for _, _, a in rows])
 
     def _double(self, v: Any) -> float:
-        if type(v) not in _NUMBERS:
+        if type(v) is float:
+            return v
+        if type(v) is not int:
             return _NAN
         try:
             return float(v)
