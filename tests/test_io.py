@@ -5,6 +5,7 @@ SIGTERM sent to a running ``traceconv convert``; and the exit codes of each outc
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import json
 import os
@@ -373,23 +374,29 @@ def test_an_internal_error_is_exit_70_with_its_traceback(tmp_path):
     assert "ZeroDivisionError" in r.stderr and "internal error (a bug)" in r.stderr
 
 
-def test_append_file_copies_exactly_the_bytes_asked_for_into_any_output(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kernel", [True, False], ids=["copy_file_range", "no kernel copy"])
+def test_write_pieces_appends_bytes_and_file_heads_in_order_into_any_output(tmp_path, monkeypatch, kernel):
     from traceconv import io as tio
-    src = tmp_path / "src"
-    data = bytes(range(256)) * 4000
-    src.write_bytes(data + b"not this")
-    out = tmp_path / "out"
-    with open(out, "wb") as f:                         # a plain file: the kernel copies
-        f.write(b"head")
-        tio.append_file(src, len(data), f)
-        f.write(b"end")
-    assert out.read_bytes() == b"head" + data + b"end"
+    a, b = tmp_path / "a", tmp_path / "b"
+    da, db = bytes(range(256)) * 4000, b"xyz" * 70_000
+    a.write_bytes(da + b"not this")
+    b.write_bytes(db)
+    pieces = [b"head", (str(a), len(da)), b"mid", (str(b), len(db)), b"", (str(a), 10)]
+    want = b"head" + da + b"mid" + db + da[:10]
+    if not kernel:                                     # (another file system: copied by hand)
+        def refuse(*_a):
+            raise OSError(errno.EXDEV, "cross-device")
+        monkeypatch.setattr(os, "copy_file_range", refuse)
     monkeypatch.setattr(tio, "COPY_BYTES", 1000)
-    with atomic_output(tmp_path / "o.gz") as f:      # gzip: read and written, 1000 bytes at a time
-        f.write(b"head")
-        tio.append_file(src, len(data), f)
-    assert gzip.decompress((tmp_path / "o.gz").read_bytes()) == b"head" + data
+    with open(tmp_path / "out", "wb") as f:            # a plain file: the kernel copies (or by hand)
+        f.write(b"<")
+        tio.write_pieces(f, pieces)
+        f.write(b">")
+    assert (tmp_path / "out").read_bytes() == b"<" + want + b">"
+    with atomic_output(tmp_path / "o.gz") as f:       # gzip: read and written, 1000 bytes at a time
+        tio.write_pieces(f, pieces)
+    assert gzip.decompress((tmp_path / "o.gz").read_bytes()) == want
     for target in (tmp_path / "short", tmp_path / "short.gz"):
         with pytest.raises(TraceconvError, match="cannot write"), atomic_output(target) as f:
-            tio.append_file(src, len(data) + 100, f)   # the file is shorter than said
+            tio.write_pieces(f, [b"head", (str(b), len(db) + 100)])     # the file is shorter than said
         assert not target.exists()

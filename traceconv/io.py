@@ -29,6 +29,7 @@ a pipe that goes away raises :class:`~traceconv.errors.Stopped` (SIGPIPE)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import os
@@ -40,7 +41,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator, Sequence
+from typing import BinaryIO, Iterator, Sequence, Tuple, Union
 
 from isal import igzip, isal_zlib
 
@@ -354,33 +355,48 @@ def _write_through(fd: int, label: str, close: bool, compress: bool, binary: boo
                 os.close(fd)
 
 
-COPY_BYTES = 8 << 20        # append_file's pieces where the kernel cannot copy
+COPY_BYTES = 8 << 20        # write_pieces' reads and writes where the kernel cannot copy
+
+Piece = Union[bytes, Tuple[str, int]]      # bytes, or (path, size): the first size bytes of that file
 
 
-def append_file(path: str | os.PathLike[str], size: int, out: BinaryIO) -> None:
-    """The first ``size`` bytes of the file at ``path`` written to ``out``: copied by the kernel
-    (``copy_file_range``, never through this process's memory) when ``out`` is a plain file, else
-    read and written ``COPY_BYTES`` at a time (a gzipped or streamed output, or a system without it)."""
-    with open(path, "rb", buffering=0) as src:
-        fileno = getattr(out, "fileno", None)
-        if hasattr(os, "copy_file_range") and isinstance(out, io.BufferedWriter) and fileno is not None:
-            out.flush()
-            dst = fileno()
-            while size > 0:
+def write_pieces(out: BinaryIO, pieces: Sequence[Piece]) -> None:
+    """``pieces`` appended to ``out`` in order: bytes, or ``(path, size)`` for the first ``size``
+    bytes of a file.  Into a plain file a file is copied by the kernel (``copy_file_range``, never
+    through this process's memory); into anything else (gzip, a stream), or where the kernel cannot
+    copy between the two files, read and written ``COPY_BYTES`` at a time.  A file shorter than its
+    size is an OSError.  (Two copies at once on two threads were measured no faster: 157 MB in
+    0.054-0.060 s either way.)"""
+    kernel = isinstance(out, io.BufferedWriter) and hasattr(os, "copy_file_range")
+    for piece in pieces:
+        if not isinstance(piece, tuple):
+            out.write(piece)
+            continue
+        path, size = piece
+        with open(path, "rb", buffering=0) as src:
+            done = 0
+            if kernel:
+                out.flush()
                 try:
-                    n = os.copy_file_range(src.fileno(), dst, size)
-                except OSError:
-                    break                      # (not across these file systems, or not here: by hand)
-                if n == 0:
-                    raise OSError(f"{path} ended before its {size} last bytes")
-                size -= n
-            out.seek(0, os.SEEK_END)            # (the buffer's idea of the position, after the kernel's writes)
-        while size > 0:
-            b = src.read(min(size, COPY_BYTES))
-            if not b:
-                raise OSError(f"{path} ended before its {size} last bytes")
-            out.write(b)
-            size -= len(b)
+                    while done < size:
+                        n = os.copy_file_range(src.fileno(), out.fileno(), size - done)
+                        if n == 0:
+                            break
+                        done += n
+                except OSError as e:
+                    if e.errno not in _NO_KERNEL_COPY:
+                        raise
+                out.seek(0, os.SEEK_END)        # (the buffer's idea of the position, after the kernel's writes)
+            while done < size:
+                b = os.pread(src.fileno(), min(size - done, COPY_BYTES), done)
+                if not b:
+                    raise OSError(f"{path} ended before its {size - done} last bytes")
+                out.write(b)
+                done += len(b)
+
+
+# copy_file_range cannot copy between these files (another file system, an old kernel, a special file)
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
 
 
 @contextlib.contextmanager

@@ -93,7 +93,7 @@ from .._native import _core
 from . import argtext
 from ..model.layout import BEGIN, COUNTER, END, INSTANT, event_windows, stream_length
 from ..model import Trace, TrackKind
-from ..io import append_file
+from ..io import Piece, write_pieces
 from ..progress import report
 
 SEQ_ID = 1
@@ -584,15 +584,13 @@ def write_sequences(trace: Trace, uuids: list[int], sequences: Iterable[Sequence
     """A file of sequences encoded elsewhere: the descriptors of ``trace``'s tracks (``uuids``, the
     uuids the sequences use) and its metadata, then for each sequence and its offset (ns on the
     trace's clock) the sequence's first packet, its clock moved by the offset, and its packets
-    (copied from its file: :func:`traceconv.io.append_file`)."""
+    (copied from its file by the kernel where it can: :func:`traceconv.io.write_pieces`)."""
     # (the descriptors' sequence starts with the first of them, or with the metadata)
-    out.write(_descriptor_packets(trace, uuids, opens=True) + _metadata_packet(trace, opens=not trace.tracks))
+    pieces: list[Piece] = [_descriptor_packets(trace, uuids, opens=True) + _metadata_packet(trace, opens=not trace.tracks)]
     for seq, offset in zip(sequences, offsets):
-        out.write(_sequence_start(seq.seq_id, seq.t0, seq.default_uuid, seq.t0 + offset))
-        if seq.file is not None:
-            append_file(seq.file, seq.size, out)
-        else:
-            out.write(seq.packets)
+        pieces.append(_sequence_start(seq.seq_id, seq.t0, seq.default_uuid, seq.t0 + offset))
+        pieces.append((seq.file, seq.size) if seq.file is not None else seq.packets)
+    write_pieces(out, pieces)
 
 
 class _Events:
