@@ -611,3 +611,18 @@ def test_split_refuses_columns_that_do_not_fit():
     with pytest.raises(ValueError):            # args outside the data
         S.split(flags, ph, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, np.array([0, 5, 9]),
                 np.zeros(1, np.int32), 0, False)
+
+
+@pytest.mark.parametrize("key", ["name", "cat", "ph", "s", "bp"])
+def test_a_number_beyond_a_double_where_a_string_belongs_is_slow_not_bad(key):
+    """serde_json reads a number such as 1e309 as a double only to fail ("number out of range"): as
+    the value of name, cat, ph, s or bp it made the whole stream BAD (found by hypothesis in
+    test_scan_matches_the_reference_rules).  The scanner leaves such a value unread: the event is
+    SLOW (decoded on its own), and the events around it are read as ever."""
+    text = ('{"ph": "X", "name": "a", "ts": 1, "dur": 2}, {"ts": 3, "%s": 1e309}, '
+            '{"ph": "X", "name": "b", "ts": 4, "dur": 1}]' % key).encode()
+    cols, pos, status, new = S.scan(text, 0, 10, S.Strings())
+    assert status == S.END and pos == len(text)
+    flags = [int(f) for f in cols["flags"]]
+    assert len(flags) == 3 and flags[1] & S.SLOW and not (flags[0] | flags[2]) & S.SLOW
+    assert new == ["a", "b"]

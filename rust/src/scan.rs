@@ -50,7 +50,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rustc_hash::FxBuildHasher;
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use smallvec::SmallVec;
 use std::cell::RefCell;
@@ -261,7 +261,7 @@ thread_local! {
     static ARGS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The value of name, cat, ph, s or bp, as StrSeed reads it.
+/// The value of name, cat, ph, s or bp, as `str_val` reads it.
 enum Val<'de> {
     /// a string without escapes
     Str(&'de str),
@@ -341,79 +341,26 @@ impl<'de> Visitor<'de> for KeySeed {
     }
 }
 
-/// The members of a container value nobody keeps, read to check their depth (`level`: the
-/// container's own).
-fn check_members<'de, A: SeqAccess<'de>>(
-    mut seq: A,
-    level: u32,
-    deep: &mut bool,
-) -> Result<(), A::Error> {
-    while let Some(v) = seq.next_element::<&RawValue>()? {
-        if walk(v.get(), level + 1, None).is_err() {
-            *deep = true;
+/// The value of name, cat, ph, s or bp, from its raw text: a string without escapes, or not. A
+/// number is not converted (serde_json's own reading of `1e309` as a double is an error, which
+/// made the whole stream BAD where the event is only SLOW); a container is checked for depth.
+fn str_val<'de>(raw: &'de str, deep: &mut bool) -> Val<'de> {
+    match raw.as_bytes().first() {
+        Some(b'"') => {
+            let inner = &raw[1..raw.len() - 1];
+            if inner.as_bytes().contains(&b'\\') {
+                Val::Escaped
+            } else {
+                Val::Str(inner)
+            }
         }
-    }
-    Ok(())
-}
-
-fn check_entries<'de, A: MapAccess<'de>>(
-    mut map: A,
-    level: u32,
-    deep: &mut bool,
-) -> Result<(), A::Error> {
-    while let Some((_k, v)) = map.next_entry::<&RawValue, &RawValue>()? {
-        if walk(v.get(), level + 1, None).is_err() {
-            *deep = true;
+        Some(b'[') | Some(b'{') => {
+            if walk(raw, 1, None).is_err() {
+                *deep = true;
+            }
+            Val::NotStr
         }
-    }
-    Ok(())
-}
-
-/// The value of name, cat, ph, s or bp.
-struct StrSeed<'a> {
-    deep: &'a mut bool,
-}
-
-impl<'de, 'a> de::DeserializeSeed<'de> for StrSeed<'a> {
-    type Value = Val<'de>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Val<'de>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, 'a> Visitor<'de> for StrSeed<'a> {
-    type Value = Val<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a value")
-    }
-    fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Val<'de>, E> {
-        Ok(Val::Str(s))
-    }
-    fn visit_str<E: de::Error>(self, _s: &str) -> Result<Val<'de>, E> {
-        Ok(Val::Escaped)
-    }
-    fn visit_bool<E: de::Error>(self, _v: bool) -> Result<Val<'de>, E> {
-        Ok(Val::NotStr)
-    }
-    fn visit_i64<E: de::Error>(self, _v: i64) -> Result<Val<'de>, E> {
-        Ok(Val::NotStr)
-    }
-    fn visit_u64<E: de::Error>(self, _v: u64) -> Result<Val<'de>, E> {
-        Ok(Val::NotStr)
-    }
-    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Val<'de>, E> {
-        Ok(Val::NotStr)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
-        Ok(Val::NotStr)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Val<'de>, A::Error> {
-        check_members(seq, 1, self.deep)?;
-        Ok(Val::NotStr)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Val<'de>, A::Error> {
-        check_entries(map, 1, self.deep)?;
-        Ok(Val::NotStr)
+        _ => Val::NotStr,
     }
 }
 
@@ -458,7 +405,7 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                     }
                     match key {
                         Key::Name | Key::Cat | Key::Ph | Key::S | Key::Bp => {
-                            match map.next_value_seed(StrSeed { deep: &mut ev.deep })? {
+                            match str_val(map.next_value::<&'de RawValue>()?.get(), &mut ev.deep) {
                                 Val::Escaped | Val::NotStr => ev.fl |= SLOW,
                                 Val::Str(s) => match key {
                                     Key::Name | Key::Cat => {
