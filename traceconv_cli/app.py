@@ -10,6 +10,7 @@ SIGHUP; 141 when the reader of standard output went away), temporary files remov
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import os
 import signal
@@ -500,9 +501,16 @@ def main() -> None:
     _install_signal_handlers()
     if sys.stdout is not None and not isinstance(sys.stdout, _PipeGuard):
         sys.stdout = _PipeGuard(sys.stdout)  # type: ignore[assignment]
+    # What is imported by now lives as long as the process: frozen, no collection scans it again (a
+    # merge's main process spent 0.08 s in one full collection while its workers ran; forked workers
+    # inherit the frozen set)
+    gc.freeze()
     try:
         app()
     except SystemExit:
+        # The objects alive now (modules, the command's imports) live until the process ends: frozen,
+        # the collection at interpreter exit skips them (a merge's exit 0.049 -> 0.016 s).
+        gc.freeze()
         raise
     except Stopped as e:
         if e.signum == signal.SIGPIPE:
