@@ -41,7 +41,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator, Sequence, Tuple, Union
+from typing import BinaryIO, Iterator, Sequence
 
 from isal import igzip, isal_zlib
 
@@ -357,7 +357,7 @@ def _write_through(fd: int, label: str, close: bool, compress: bool, binary: boo
 
 COPY_BYTES = 8 << 20        # write_pieces' reads and writes where the kernel cannot copy
 
-Piece = Union[bytes, Tuple[str, int]]      # bytes, or (path, size): the first size bytes of that file
+Piece = bytes | tuple[str, int]      # bytes, or (path, size): the first size bytes of that file
 
 
 def write_pieces(out: BinaryIO, pieces: Sequence[Piece]) -> None:
@@ -386,6 +386,7 @@ def write_pieces(out: BinaryIO, pieces: Sequence[Piece]) -> None:
                 except OSError as e:
                     if e.errno not in _NO_KERNEL_COPY:
                         raise
+                    kernel = False              # (the same two files: the next pieces by hand at once)
                 out.seek(0, os.SEEK_END)        # (the buffer's idea of the position, after the kernel's writes)
             while done < size:
                 b = os.pread(src.fileno(), min(size - done, COPY_BYTES), done)
