@@ -264,6 +264,8 @@ struct Table {
     /// per key entry, the bytes `"key":` as compact JSON writes it (empty when the key has a
     /// character JSON escapes): what pass 2 checks the input against, see [`Pred`]
     quoted: Vec<Box<[u8]>>,
+    /// pass 1's rows taken as predicted (what the tests check the predictions by)
+    predicted: u64,
 }
 
 // ---- pass 1: a serde visitor that records keys and counts string values, in document order
@@ -363,6 +365,7 @@ impl Table {
                 continue;
             }
             if self.predict && self.collect_predicted(row) {
+                self.predicted += 1;
                 continue;
             }
             let mut de = serde_json::Deserializer::from_slice(row);
@@ -996,6 +999,12 @@ impl ArgsTable {
             Ok(())
         })
         .map_err(PyValueError::new_err)
+    }
+
+    /// The rows pass 1 took as predicted, without reading them whole (see [`Pred`]).
+    #[getter]
+    fn predicted_rows(&self) -> u64 {
+        self.t.predicted + self.aux.as_ref().map_or(0, |a| a.t.predicted)
     }
 
     /// keys() -> (iids int64, data uint8, offsets int64): the annotation names in iid order.
