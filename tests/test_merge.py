@@ -15,6 +15,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import traceconv
 from traceconv.errors import TraceconvError
@@ -294,3 +296,25 @@ def test_the_ranks_files_are_copied_whole_into_a_plain_or_a_gzipped_merge(tmp_pa
     assert sum(per_seq.values()) == sum(2 * len(t.slices) + len(t.instants) + len(t.counters)
                                         for t in map(traceconv.load, HTA))
     tp.assert_loads(tmp_path / "run.pftrace")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(st.integers(-2**62, 2**62), max_size=40),
+                 st.lists(st.floats(allow_nan=False, allow_infinity=False, width=64), max_size=40)))
+def test_alignment_median_is_numpys(values):
+    # align._median stands in for np.median (which imports numpy.ma in the merge's serial tail):
+    # the same double, bit for bit, for the ints and floats alignment takes medians of
+    import math
+
+    import numpy as np
+
+    from traceconv.merging.align import _median
+    a = np.array(values, dtype=np.int64 if values and isinstance(values[0], int) else np.float64)
+    got = _median(a)
+    if not len(a):
+        assert math.isnan(got)
+        return
+    want = float(np.median(a))
+    assert got == want or (math.isnan(got) and math.isnan(want)), (got, want)
+    assert math.copysign(1, got) == math.copysign(1, want) or got != 0
+    assert _median(values) == got

@@ -284,7 +284,7 @@ def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarra
         step = max(1, total // (1 << 16))
         sample = np.concatenate([t[::step] if d is None else t[::step] + d[::step] for t, d in times])
         q = np.quantile(sample, np.linspace(0, 1, total // size + 1)[1:-1], method="lower")
-        edges = np.unique(q.astype(np.int64)).tolist()
+        edges = sorted(set(q.astype(np.int64).tolist()))    # (np.unique imports numpy.ma: 9 ms)
     for lo, hi in zip([None, *edges], [*edges, None]):
         sel = [_in_window(t, d, lo, hi, itype) for t, d in times]
         b, e, i, c = sel
