@@ -25,7 +25,6 @@ from ..errors import TraceconvError, WarningCode
 from ..io import Source
 from ..model import Clock, Trace
 from .schema import parse_json, validate
-from .megengine_static_schema import StaticProfile
 from .aggregate.synth import seconds_to_ns
 
 WHAT = "MegEngine static-graph profile"
@@ -59,6 +58,7 @@ def read(source: Source) -> Trace:
     if not isinstance(raw, dict) or "graph_exec" not in raw or "profiler" not in raw:
         found = f"keys {sorted(raw)[:5]}" if isinstance(raw, dict) else f"a {type(raw).__name__}"
         raise TraceconvError(f"not a {WHAT}: expected an object with 'graph_exec' and 'profiler', found {found}")
+    from .megengine_static_schema import StaticProfile     # (not for sniffing)
     prof = validate(StaticProfile, raw, WHAT)
     ge, pf = prof.graph_exec, prof.profiler
     ops = ge.operator

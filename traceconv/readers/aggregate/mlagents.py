@@ -12,14 +12,16 @@ time series, so no counter track is invented for them.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import TraceconvError, WarningCode
 from ...io import Source
 from ...model import Clock, Trace
 from ..schema import parse_json, validate
-from .mlagents_schema import TimerNode, TimersFile
 from .synth import AggNode, lay_out, seconds_to_ns
+
+if TYPE_CHECKING:
+    from .mlagents_schema import TimerNode
 
 _FIRST_KEY = re.compile(rb'^\s*\{\s*"(name|gauges|metadata|total|count|self|children|is_parallel)"\s*:')
 _RUN_ID = re.compile(r"--run[-_]id[= ]+(\S+)")
@@ -60,6 +62,7 @@ def read(source: Source) -> Trace:
     if not isinstance(data, dict):
         raise TraceconvError(f"not a valid {WHAT}: expected a JSON object at the top level, "
                              f"found a {type(data).__name__}")
+    from .mlagents_schema import TimersFile      # (not for sniffing: the schema takes 5 ms to build)
     tf = validate(TimersFile, data, WHAT)
     meta = {k: v for k, v in tf.metadata.items()}
     csharp = tf.name is None or "unity_version" in meta

@@ -25,7 +25,6 @@ from ...errors import TraceconvError, WarningCode
 from ...io import Source
 from ...model import Clock, Trace
 from ..schema import parse_json, validate
-from .mxnet_stats_schema import DumpsJson
 from .synth import AggNode, lay_out, to_ns
 
 WHAT = "MXNet profiler.dumps() statistics"
@@ -157,6 +156,7 @@ def _parse_json(data: bytes) -> list[list[_Category]]:
     if not isinstance(raw, dict):
         raise TraceconvError(f"not {WHAT}: expected a JSON object with 'Time', 'Memory' and 'Unit', "
                              f"found a {type(raw).__name__}")
+    from .mxnet_stats_schema import DumpsJson       # (not for sniffing)
     doc = validate(DumpsJson, raw, WHAT)
     if doc.Unit.Time != "ms" or doc.Unit.Memory != "kB":
         raise TraceconvError(f"not {WHAT} as traceconv knows it: units are "
