@@ -314,7 +314,8 @@ def test_alignment_median_is_numpys(values):
     if not len(a):
         assert math.isnan(got)
         return
-    want = float(np.median(a))
+    with np.errstate(over="ignore"):           # (two doubles near the largest add up to inf, in both)
+        want = float(np.median(a))
     assert got == want or (math.isnan(got) and math.isnan(want)), (got, want)
     assert math.copysign(1, got) == math.copysign(1, want) or got != 0
     assert _median(values) == got
