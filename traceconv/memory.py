@@ -26,14 +26,28 @@ _libc: "ctypes.CDLL | None | bool" = False      # False: not looked up yet; None
 
 
 def _c() -> "ctypes.CDLL | None":
-    """The C library, looked up once (``find_library`` runs a subprocess)."""
+    """The C library, looked up once: glibc's ``libc.so.6`` by name, else wherever ``find_library``
+    finds one (it runs ``ldconfig -p`` in a subprocess: ~1 ms, in each of a merge's workers)."""
     global _libc
     if _libc is False:
         try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc = ctypes.CDLL("libc.so.6")
         except OSError:
-            _libc = None
+            try:
+                _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            except OSError:
+                _libc = None
     return _libc  # type: ignore[return-value]
+
+
+def _mallopt(param: int, value: int) -> None:
+    """glibc's ``mallopt``; nothing where there is none."""
+    try:
+        libc = _c()
+        if libc is not None:
+            libc.mallopt(param, value)
+    except AttributeError:
+        pass
 
 
 MMAP_THRESHOLD = 1 << 20           # see above
@@ -44,14 +58,8 @@ _keep = False
 
 
 def _set_threshold(n: int) -> None:
-    if _keep:
-        return
-    try:
-        libc = _c()
-        if libc is not None:
-            libc.mallopt(M_MMAP_THRESHOLD, n)
-    except AttributeError:
-        pass
+    if not _keep:
+        _mallopt(M_MMAP_THRESHOLD, n)
 
 
 _streaming = False
@@ -89,15 +97,10 @@ def keep_freed() -> None:
     -> 117 MB); the trim threshold then 2.04 -> 1.89 s (median of 5, alternated), 200k -> 71k
     faults, system time 0.75 -> 0.5 s, the largest worker 114 -> 140 MB.  What a worker keeps is
     bounded: one process reading 80 such ranks in turn stayed at 126 MB between ranks and 150 MB at
-    its peak from the 36th on (a page fault per 0.6k, not 18k, after the first few)."""
+    its peak from the 36th on, with 0.6k page faults a rank instead of 18k after the first few."""
     global _keep
     _set_threshold(KEEP_MMAP_THRESHOLD)
-    try:
-        libc = _c()
-        if libc is not None:
-            libc.mallopt(M_TRIM_THRESHOLD, KEEP_TRIM_THRESHOLD)
-    except AttributeError:
-        pass
+    _mallopt(M_TRIM_THRESHOLD, KEEP_TRIM_THRESHOLD)
     _keep = True
 
 
