@@ -228,7 +228,7 @@ class Match:
         (they hold the true offset whatever the noise)."""
         d = self.diffs
         med = int(_median(d))
-        unc = max(int(round(1.4826 * float(_median(np.abs(d - med))))), 1_000)
+        unc = max(int(round(1.4826 * _median(np.abs(d - med)))), 1_000)
         if self.lo is not None and self.hi is not None:
             med = min(max(med, self.lo), self.hi)
             unc = min(unc, max(med - self.lo, self.hi - med, 1_000))
@@ -251,8 +251,8 @@ def _candidates(a: np.ndarray, b: np.ndarray, causal: bool, max_shift: int) -> l
         lo, hi = int((A[:, 0] - B[:, 1]).max()), int((A[:, 1] - B[:, 0]).min())
         if causal and lo > hi:
             continue
-        med = float(_median(d))
-        out.append((n, float(_median(np.abs(d - med))), abs(shift), med, d, (lo, hi) if causal else None))
+        med = _median(d)
+        out.append((n, _median(np.abs(d - med)), abs(shift), med, d, (lo, hi) if causal else None))
     return out
 
 
@@ -283,7 +283,7 @@ def _match(ref: dict[str, list[tuple[int, int]]], other: dict[str, list[tuple[in
             cs = [c for c in cs if 2 * c[0] >= most]
             best = min(cs, key=lambda c: (abs(c[3] - prior), c[2]))
         elif chosen and not causal:
-            so_far = float(_median(np.concatenate(chosen)))
+            so_far = _median(np.concatenate(chosen))
             best = min(cs, key=lambda c: (abs(c[3] - so_far), -c[0], c[2]))
         else:
             best = min(cs, key=lambda c: (-c[0], c[1], c[2]))
