@@ -343,3 +343,16 @@ def test_a_rank_beyond_64_bits_is_not_kept():
     assert t.meta.source_format == "composer" and t.meta.rank is None
     assert "callback/x/event/epoch" in _names(t)
     assert _warned(t, WarningCode.CLAMPED_VALUE, "rank") == 1
+
+
+def test_exponents_beyond_a_decimal_on_the_repairing_path():
+    """``1e99900000000000000000`` (a scanner fuzz case, 2026-11-25): the repairing reader reads floats
+    as Decimals, and a Decimal cannot hold that exponent (decimal.InvalidOperation, exit 70).  Such
+    a number is the double it rounds to: infinity in args is kept as text (and counted), a time of
+    infinity drops its event, a vanishing one is zero."""
+    t = traceconv.load(FUZZ / "kineto_exponent_beyond_decimal.pt.trace.json")
+    assert _names(t) == ["aten::mm", "aten::relu"]
+    assert t.slice_args(0) == {"big": "Infinity", "tiny": -0.0, "ok": 1.5}
+    assert _warned(t, WarningCode.DROPPED_EVENT, "'ts'") == 1
+    assert _warned(t, WarningCode.CLAMPED_VALUE, "kept as text") == 1
+    assert _warned(t, WarningCode.NOTE, "repairing reader") == 1

@@ -80,7 +80,7 @@ def _header_value(raw: Raw) -> Any:
         return orjson.loads(b)
     except orjson.JSONDecodeError:
         try:
-            return _jsonable(json.loads(b, parse_float=decimal.Decimal), [0])
+            return _jsonable(json.loads(b, parse_float=_number), [0])
         except ValueError:
             return None
 
@@ -171,7 +171,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
         text = _BAD_ESCAPE.sub(r"\\\\", text)
         problems.append((WarningCode.NOTE, "backslashes that were not valid JSON escapes (names written "
                          "unescaped by the producer) were read as literal backslashes", n))
-    dec = json.JSONDecoder(parse_float=decimal.Decimal, strict=False)
+    dec = json.JSONDecoder(parse_float=_number, strict=False)
     i = len(text) - len(text.lstrip())
     header: dict[str, Any] = {}
     is_array = text[i] == "["
@@ -184,7 +184,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
         pos = m.end()
         head_text = text[i:m.start()].rstrip().rstrip(",") + "}"
         try:
-            header = _jsonable(dict(json.loads(head_text, parse_float=decimal.Decimal)), [0])
+            header = _jsonable(dict(json.loads(head_text, parse_float=_number)), [0])
         except (ValueError, TypeError, RecursionError):
             header = {}
     dicts: list[Any] = []
@@ -218,7 +218,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
         if rest.startswith(","):
             try:
                 header.update(_jsonable(json.loads("{" + rest[1:].rstrip().rstrip("}").rstrip().rstrip(",")
-                                                   + "}", parse_float=decimal.Decimal), [0]))
+                                                   + "}", parse_float=_number), [0]))
             except (ValueError, TypeError, RecursionError):
                 pass
     if not closed:
@@ -239,6 +239,16 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
     problems.append((WarningCode.NOTE, "the JSON needed the repairing reader (slower): "
                      "trailing commas, a cut, odd escapes or values", 1))
     return Document(header, events, is_array, problems)
+
+
+def _number(text: str) -> "decimal.Decimal | float":
+    """A JSON float for Python's json: exact as a Decimal, or, where its exponent is past what a
+    Decimal holds (``1e99900000000000000000``, found by the fuzz harness), the double it rounds to
+    (infinity or zero, as Python's own json would read it)."""
+    try:
+        return decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        return float(text)
 
 
 def _jsonable(v: Any, fixed: list[int]) -> Any:

@@ -87,7 +87,7 @@ from ...io import GZIP_ERRORS, Source
 from ...model import MAX_TIME_NS, Clock, Thread, Trace, TrackKind
 from ...progress import report
 
-from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS, _TOP,
+from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS, _TOP, _number,
                        _has_inexact_times, _header_value, _jsonable, decode)
 from .stream import (SCAN, Rows, _ChunkFailure, _event_at, _find_events, _guess_start, _LateHeader, _parse_tail,
                      _Prefetch, _read_blocks, _scan, _tail_guess, _utf8_blocks, repair_utf8)
@@ -211,7 +211,7 @@ def compact_args(raw: Raw | bytes) -> tuple[bytes | None, bool]:
     except orjson.JSONDecodeError:
         fixed = [0]
         try:
-            v = _jsonable(json.loads(b, parse_float=decimal.Decimal), fixed)
+            v = _jsonable(json.loads(b, parse_float=_number), fixed)
         except ValueError:
             return orjson.dumps({"args": b.decode("utf-8", "replace")}), True
         out = json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode()
