@@ -356,3 +356,27 @@ def test_exponents_beyond_a_decimal_on_the_repairing_path():
     assert _warned(t, WarningCode.DROPPED_EVENT, "'ts'") == 1
     assert _warned(t, WarningCode.CLAMPED_VALUE, "kept as text") == 1
     assert _warned(t, WarningCode.NOTE, "repairing reader") == 1
+
+
+@tp.requires_trace_processor
+def test_thread_0_beside_the_main_thread_stays_a_thread_of_its_own(tmp_path):
+    """Process 5 with threads 5 and 0 (a chrome-json fuzz case, 2026-11-25): trace_processor's JSON
+    importer reads tid 0 as the process's main thread, so the JSON output put both threads' slices
+    on one track, and the one that partially overlaps the other spilled (error stat
+    slice_spill_overlapping_complete_event).  The JSON output writes thread 0 with the first free
+    tid (counted); the .pftrace keeps tid 0 (its track descriptors are not read that way)."""
+    t = traceconv.load(FUZZ / "tid0_beside_main_thread.json")
+    out = tmp_path / "o.json"
+    traceconv.save(t, out)
+    assert _warned(t, WarningCode.REMAPPED_ID, "tid 0") == 1
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in orjson.loads(out.read_bytes())["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {(5, 5): "thread 5", (5, 1): "thread 0"}
+    sql = ("select s.name, thread.tid from slice s join thread_track tt on s.track_id = tt.id "
+           "join thread using(utid) order by s.ts")
+    assert [(r["name"], r["tid"]) for r in tp.query(out, sql)] == [("main", 5), ("zero", 1)]
+    tp.assert_loads(out)
+    pf = tmp_path / "o.pftrace"
+    traceconv.save(traceconv.load(FUZZ / "tid0_beside_main_thread.json"), pf)
+    assert [(r["name"], r["tid"]) for r in tp.query(pf, sql)] == [("main", 5), ("zero", 0)]
+    tp.assert_loads(pf)

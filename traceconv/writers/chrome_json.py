@@ -38,6 +38,7 @@ import orjson
 
 from .. import __version__
 from .._native import _core
+from ..errors import WarningCode
 from ..model import ArgsColumn, Clock, Trace, TrackKind
 from ..progress import EVERY, report
 from . import argtext
@@ -79,6 +80,22 @@ class _Ids:
         self.used_tids: dict[int, set[int]] = {p.pid: set() for p in trace.processes}
         for th in trace.threads:
             self.used_tids[trace.processes[th.process].pid].add(th.tid)
+        # each thread's tid in the file: its own, but for a thread 0 of process P (P > 0) that also
+        # has a thread P: trace_processor's JSON importer reads tid 0 as the process's main thread
+        # (tid P), which would put both threads' slices on one track; such a thread 0 gets the
+        # first tid its process does not use (counted: ``renumbered``)
+        self.tids = [th.tid for th in trace.threads]
+        self.renumbered = 0
+        for k, th in enumerate(trace.threads):
+            pid = trace.processes[th.process].pid
+            used = self.used_tids[pid]
+            if th.tid == 0 and pid != 0 and pid in used:
+                tid = 1
+                while tid in used:
+                    tid += 1
+                used.add(tid)
+                self.tids[k] = tid
+                self.renumbered += 1
         self.global_pid: int | None = None
         if any(t.process is None for t in trace.tracks):
             pid = 0
@@ -100,7 +117,7 @@ class _Ids:
     def _place(self, t) -> tuple[int, int | None]:
         pid = self._pid(t)
         if t.kind is TrackKind.THREAD:
-            return pid, self.trace.threads[t.thread].tid
+            return pid, self.tids[t.thread]
         if t.kind in (TrackKind.PROCESS, TrackKind.COUNTER):
             return pid, None
         used = self.used_tids[pid]
@@ -228,11 +245,11 @@ def write(trace: Trace, out: BinaryIO) -> None:
             emit(_meta_event("process_labels", p.pid, None, {"labels": ",".join(p.labels)}))
     if ids.global_pid is not None:
         emit(_meta_event("process_name", ids.global_pid, None, {"name": GLOBAL_PROCESS_NAME}))
-    for th in trace.threads:
+    for th, tid in zip(trace.threads, ids.tids):
         pid = trace.processes[th.process].pid
-        emit(_meta_event("thread_name", pid, th.tid, {"name": trace.track_label(trace.tracks[th.track])}))
+        emit(_meta_event("thread_name", pid, tid, {"name": trace.track_label(trace.tracks[th.track])}))
         if th.sort_index is not None:
-            emit(_meta_event("thread_sort_index", pid, th.tid, {"sort_index": th.sort_index}))
+            emit(_meta_event("thread_sort_index", pid, tid, {"sort_index": th.sort_index}))
     for pid, tid, name, sort in ids.extra_threads:
         emit(_meta_event("thread_name", pid, tid, {"name": name}))
         if sort is not None:
@@ -344,6 +361,10 @@ def write(trace: Trace, out: BinaryIO) -> None:
 
     out.write(b"".join(lines))
     argtext.warn(trace.diagnostics, counts)
+    if ids.renumbered:
+        trace.diagnostics.warn(WarningCode.REMAPPED_ID, "threads 0 of processes that also have the thread numbered "
+                               "as the process were written with an unused tid (trace_processor reads tid 0 in "
+                               "JSON as the process's main thread)", ids.renumbered)
     tail: dict = {"displayTimeUnit": "ms"}
     if base:
         tail["baseTimeNanoseconds"] = base
