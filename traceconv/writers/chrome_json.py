@@ -8,7 +8,9 @@
   track, so that Perfetto and chrome://tracing show the same tracks as the
   protobuf output (and trace_processor the same slice table).
 * pids/tids are the model's: unique and within 0..2^31-1 (Perfetto's JSON
-  importer turns anything else into 0).
+  importer turns anything else into 0), but for a thread 0 of a process P that
+  also has a thread P, written with a free tid (Perfetto's JSON importer reads
+  tid 0 as the main thread, tid P).
 * Args are the model's JSON text, copied; the rare rows no client loads as
   they are (nesting deeper than 64 levels, lone surrogate escapes, numbers
   beyond the double range, NaN; escaped surrogate pairs and numbers of 20+
