@@ -600,3 +600,33 @@ def test_a_counter_track_can_be_the_default_track(tmp_path):
                          "join counter_track t on c.track_id = t.id group by t.name") == [{"name": "mem", "n": 10, "s": 45.0}]
     assert tp.query(out, "select name, dur from slice") == [{"name": "s", "dur": 10}]
     assert tp.problems(out) == []
+
+
+@tp.requires_trace_processor
+def test_slices_on_a_process_track_stay_off_its_main_thread(tmp_path):
+    """A process track's slices (a recorded or merged trace's) are X events in JSON, which JSON puts
+    on threads only: written with a pid alone, trace_processor put them on the main thread (tid =
+    pid), where one that partly overlaps a main-thread slice spilled (error stat).  They go on a
+    thread of their own, named after the track, with their flow; the process's instants stay
+    process-scoped."""
+    t = Trace("test")
+    p = t.process(5, "worker")
+    main = t.thread(p, 5, "main")
+    pt = t.process_track(p)
+    t.add_slice(main.track, 0, 1000, "a")
+    t.add_slice(pt.id, 500, 4000, "on process")
+    t.add_flow(0, 1)
+    t.add_instant(pt.id, 700, "mark")
+    out = tmp_path / "o.json"
+    traceconv.save(t, out)
+    tp.assert_loads(out)
+    sql = ("select s.name, s.dur, t.type, thread.tid, thread.name as thread from slice s "
+           "join track t on s.track_id = t.id left join thread_track tt on s.track_id = tt.id "
+           "left join thread using(utid) order by s.ts")
+    rows = [(r["name"], r["dur"], r["type"], r["tid"], r["thread"]) for r in tp.query(out, sql)]
+    assert rows == [("a", 1000, "thread_execution", 5, "main"),
+                    ("on process", 4000, "thread_execution", 2_000_000_001, "worker"),
+                    ("mark", 0, "chrome_process_instant", None, None)]
+    flows = tp.query(out, "select a.name as src, b.name as dst from flow f join slice a on f.slice_out = a.id "
+                          "join slice b on f.slice_in = b.id")
+    assert [(r["src"], r["dst"]) for r in flows] == [("a", "on process")]

@@ -4,8 +4,8 @@
   nanoseconds (``12.345``), relative to ``baseTimeNanoseconds`` (the trace's
   first second) so that doubles keep ns precision, as Kineto does.
 * Every slice is an ``X`` event.  Tracks that are not threads (overlap lanes,
-  async tracks) become threads of their own in their process, named after the
-  track, so that Perfetto and chrome://tracing show the same tracks as the
+  async tracks, a process track's slices) become threads of their own in their
+  process, named after the track, so that Perfetto and chrome://tracing show the same tracks as the
   protobuf output (and trace_processor the same slice table).
 * pids/tids are the model's: unique and within 0..2^31-1 (Perfetto's JSON
   importer turns anything else into 0), but for a thread 0 of a process P that
@@ -109,6 +109,15 @@ class _Ids:
         self.pid_tid: list[tuple[int, int | None]] = []
         for t in trace.tracks:
             self.pid_tid.append(self._place(t))
+        # where each track's slices go: a process track's are X events, which JSON has only on
+        # threads (one written with a pid alone lands on the main thread, tid = pid, in
+        # trace_processor): a thread of their own, named after the track (instants keep "s":"p")
+        self.slice_pid_tid = list(self.pid_tid)
+        holds = np.bincount(np.frombuffer(trace.slices.track, np.int32), minlength=len(trace.tracks)) \
+            if len(trace.slices) else np.zeros(len(trace.tracks), np.int64)
+        for t in trace.tracks:
+            if t.kind is TrackKind.PROCESS and holds[t.id]:
+                self.slice_pid_tid[t.id] = self._extra(self._pid(t), self.trace.track_label(t), None)
 
     def _pid(self, track) -> int:
         if track.process is None:
@@ -122,17 +131,20 @@ class _Ids:
             return pid, self.tids[t.thread]
         if t.kind in (TrackKind.PROCESS, TrackKind.COUNTER):
             return pid, None
-        used = self.used_tids[pid]
-        tid = SYNTHETIC_TID_BASE + len(used)
-        while tid in used:
-            tid += 1
-        used.add(tid)
-        name = self.trace.track_label(t)
         sort = None
         if t.kind is TrackKind.LANE and t.parent is not None:
             base = self.trace.tracks[t.parent]
             if base.thread is not None:
                 sort = self.trace.threads[base.thread].sort_index
+        return self._extra(pid, self.trace.track_label(t), sort)
+
+    def _extra(self, pid: int, name: str, sort: int | None) -> tuple[int, int]:
+        """A thread invented for a track that is not a thread: the next synthetic tid of ``pid``."""
+        used = self.used_tids[pid]
+        tid = SYNTHETIC_TID_BASE + len(used)
+        while tid in used:
+            tid += 1
+        used.add(tid)
         self.extra_threads.append((pid, tid, name, sort))
         return pid, tid
 
@@ -279,10 +291,10 @@ def write(trace: Trace, out: BinaryIO) -> None:
             v1.append(i)
 
     # -- slices
-    where = [
-        (b'"pid":%d,"tid":%d' % pt) if pt[1] is not None else b'"pid":%d' % pt[0]
-        for pt in ids.pid_tid
-    ]
+    def placed(pid_tid: list[tuple[int, int | None]]) -> list[bytes]:
+        return [(b'"pid":%d,"tid":%d' % pt) if pt[1] is not None else b'"pid":%d' % pt[0] for pt in pid_tid]
+
+    where, where_slice = placed(ids.pid_tid), placed(ids.slice_pid_tid)
     s = trace.slices
     counts: Counter = Counter()
     sts, sdur, strack, sname, scat = s.ts, s.dur, s.track, s.name, s.cat
@@ -297,7 +309,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
         if c:
             parts += [b',"cat":', jstr[c]]
         parts += [b',"ts":', us(sts[i] - base).encode(), b',"dur":', us(sdur[i]).encode(), b",",
-                  where[strack[i]]]
+                  where_slice[strack[i]]]
         a = s_fixed.get(i) if s_fixed else None
         if a is None:
             a = sargs[i]
@@ -325,7 +337,7 @@ def write(trace: Trace, out: BinaryIO) -> None:
         lo = at_src if sts_[f.dst[i]] >= sts_[f.src[i]] else None
         for ph, si, at in ((b"s", f.src[i], at_src), (b"f", f.dst[i], point.at(f.dst[i], lo))):
             emit(b'{"ph":"%s","id":%d,"name":%s,"cat":%s,"ts":%s,%s,"bp":"e"}'
-                 % (ph, fid, name, name, us(at - base).encode(), where[strack[si]]))
+                 % (ph, fid, name, name, us(at - base).encode(), where_slice[strack[si]]))
 
     # -- instants
     ins = trace.instants
