@@ -5,8 +5,8 @@
   first second) so that doubles keep ns precision, as Kineto does.
 * Every slice is an ``X`` event.  Tracks that are not threads (overlap lanes,
   async tracks, a process track's slices) become threads of their own in their
-  process, named after the track, so that Perfetto and chrome://tracing show the same tracks as the
-  protobuf output (and trace_processor the same slice table).
+  process, named after the track, so that Perfetto and chrome://tracing show the
+  same tracks as the protobuf output (and trace_processor the same slice table).
 * pids/tids are the model's: unique and within 0..2^31-1 (Perfetto's JSON
   importer turns anything else into 0), but for a thread 0 of a process P that
   also has a thread P, written with a free tid (Perfetto's JSON importer reads
