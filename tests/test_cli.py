@@ -213,3 +213,14 @@ def test_help_imports_no_numpy_and_names_every_grouping():
     assert r.returncode == 0, r.stderr
     assert "Group by: " + ", ".join(hotspots.GROUPINGS) + "." in text
     assert "Sort by: " + ", ".join(hotspots.SORTS) + "." in text
+
+
+def test_names_with_a_newline_stay_on_the_error_line(tmp_path):
+    """A key holding a newline (an MXNet stats fuzz case, 2026-11-25) and a file named with one: the
+    error names them with the newline escaped, on one line."""
+    fixture = Path(__file__).parent / "fixtures" / "fuzz" / "mxnet_stats_key_with_newline.json"
+    r = run("convert", fixture, "-o", tmp_path / "o.pftrace")
+    assert_one_line_error(r, "at Time.MXNET_C_API.MXNDArrayFree\\nIú.Count", "valid integer")
+    odd = write(tmp_path, "two\nlines.json", fixture.read_bytes())
+    r = run("convert", odd, "-o", tmp_path / "o.pftrace")
+    assert_one_line_error(r, "two\\nlines.json: at Time")

@@ -37,6 +37,15 @@ EXIT_SIGNAL_BASE = 128   # stopped by a signal: 128 + its number (SIGINT 130, SI
 _OPTION = re.compile(r"\{opt:(\w+)\}")   # a parameter named in a message (see TraceconvError)
 
 
+def _escaped(text: str) -> str:
+    """``text`` (a file's name, the keys of a place in it) with each character that is not printable
+    written as its escape (``\\n``, ``\\x1b``, ``\\u2028``): such names can hold a newline, and the
+    error stays one line (a fuzz case: an MXNet stats key holding one)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class TraceconvError(Exception):
     """A problem with the user's input, arguments or output path.
 
@@ -59,7 +68,7 @@ class TraceconvError(Exception):
 
     def one_line(self, options: Mapping[str, str] | None = None) -> str:
         """The message on one line; ``options`` spells the parameters it names (``{opt:name}``)."""
-        parts = [p for p in (self.path, self.where) if p]
+        parts = [_escaped(p) for p in (self.path, self.where) if p]
         names = options or {}
         text = _OPTION.sub(lambda m: names.get(m.group(1), m.group(1)), self.message)
         text = " ".join(text.split())  # never more than one line
