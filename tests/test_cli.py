@@ -224,3 +224,16 @@ def test_names_with_a_newline_stay_on_the_error_line(tmp_path):
     odd = write(tmp_path, "two\nlines.json", fixture.read_bytes())
     r = run("convert", odd, "-o", tmp_path / "o.pftrace")
     assert_one_line_error(r, "two\\nlines.json: at Time")
+
+
+def test_a_warning_naming_a_thread_with_a_newline_stays_one_line(tmp_path):
+    doc = {"traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "two\nlines"}},
+        {"ph": "X", "name": "a", "ts": 0, "dur": 2, "pid": 1, "tid": 2},
+        {"ph": "X", "name": "b", "ts": 1, "dur": 2, "pid": 1, "tid": 2}]}
+    src = write(tmp_path, "t.json", json.dumps(doc))
+    r = run("convert", src, "-o", tmp_path / "o.pftrace")
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines and all(line.startswith("warning: ") for line in lines), r.stderr
+    assert any("overlap-lanes" in line and "two\\nlines" in line for line in lines), r.stderr

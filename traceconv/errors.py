@@ -38,9 +38,10 @@ _OPTION = re.compile(r"\{opt:(\w+)\}")   # a parameter named in a message (see T
 
 
 def _escaped(text: str) -> str:
-    """``text`` (a file's name, the keys of a place in it) with each character that is not printable
-    written as its escape (``\\n``, ``\\x1b``, ``\\u2028``): such names can hold a newline, and the
-    error stays one line (a fuzz case: an MXNet stats key holding one)."""
+    """``text`` (a file's name, the keys of a place in it, a warning naming a thread) with each
+    character that is not printable written as its escape (``\\n``, ``\\x1b``, ``\\u2028``): such
+    names can hold a newline, and an error or a warning stays one line (a fuzz case: an MXNet stats
+    key holding one)."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
@@ -147,7 +148,7 @@ class ConversionWarning:
     count: int = 1
 
     def __str__(self) -> str:
-        return f"{self.code.value}: {self.message} ({self.count})"
+        return f"{self.code.value}: {_escaped(self.message)} ({self.count})"      # (one line)
 
 
 @dataclass
