@@ -380,3 +380,27 @@ def test_thread_0_beside_the_main_thread_stays_a_thread_of_its_own(tmp_path):
     traceconv.save(traceconv.load(FUZZ / "tid0_beside_main_thread.json"), pf)
     assert [(r["name"], r["tid"]) for r in tp.query(pf, sql)] == [("main", 5), ("zero", 0)]
     tp.assert_loads(pf)
+
+
+@tp.requires_trace_processor
+def test_a_span_past_26_days_is_written_in_whole_microseconds(tmp_path):
+    """Events at 0 and in 2022 (a Sample Factory fuzz case, 2026-11-25): trace_processor reads JSON
+    times as doubles of µs, so at 1.67e15 µs a child's end came back past its parent's and spilled
+    (error stat).  The JSON output floors every start and end to a whole µs (counted), so what
+    nested still nests; the .pftrace keeps every ns."""
+    t = traceconv.load(FUZZ / "span_past_26_days.json")
+    out = tmp_path / "o.json"
+    traceconv.save(t, out)
+    tp.assert_loads(out)
+    assert _warned(t, WarningCode.CLAMPED_VALUE, "whole µs") == 4
+    base = 1669337214821 * 1_000_000
+    sql = "select name, ts, dur, depth from slice order by ts, depth"
+    got = [(r["name"], r["ts"], r["dur"], r["depth"]) for r in tp.query(out, sql)]
+    assert got == [("early", 0, 1000, 0), ("parent", base + 499_000, 3000, 0), ("child", base + 500_000, 2000, 1),
+                   ("mark", base + 500_000, 0, 2), ("grandchild", base + 501_000, 1000, 2)]
+    pf = tmp_path / "o.pftrace"
+    traceconv.save(traceconv.load(FUZZ / "span_past_26_days.json"), pf)
+    tp.assert_loads(pf)
+    exact = [(r["name"], r["ts"], r["dur"]) for r in tp.query(pf, "select name, ts, dur from slice order by ts")]
+    assert exact == [("early", 0, 1000), ("parent", base + 499_999, 3000), ("child", base + 500_501, 2498),
+                     ("mark", base + 500_700, 0), ("grandchild", base + 501_001, 1998)]
