@@ -617,8 +617,45 @@ def _on_exit_in_child() -> None:
         if threading.current_thread() is threading.main_thread() and \
                 signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _on_sigterm)
+            _watch_sigterm()
     except (ValueError, OSError):
         pass
+
+
+def _watch_sigterm() -> None:
+    """CPython runs a signal's Python handler on the main thread, between bytecodes.  A SIGTERM that
+    lands just before the main thread blocks in a call no signal restarts -- a pool worker waiting
+    for its next task, in ``sem_wait`` -- is handled only when that call returns, which may be never,
+    and the parent's ``terminate()`` then waits for the worker forever (a CI run hung so, and 1 run
+    in about 30 of the record tests).  The signal also writes its number to the wakeup fd: a thread
+    reads it, and when the process is still there a moment later, signals the main thread again,
+    which interrupts the call so that the handler runs (another program's wakeup fd is left as it is)."""
+    import socket
+
+    r, w = socket.socketpair()
+    w.setblocking(False)
+    old = signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+    if old != -1:
+        signal.set_wakeup_fd(old)      # (one was set, by asyncio say: not ours to take)
+        r.close()
+        w.close()
+        return
+    main = threading.main_thread().ident
+
+    def watch() -> None:
+        while True:
+            got = r.recv(64)
+            if not got:
+                return
+            if signal.SIGTERM in got:
+                time.sleep(0.1)                            # the handler's moment to run
+                signal.pthread_kill(main, signal.SIGTERM)  # wake a blocked call: now it runs
+
+    _watching.append((r, w))           # (kept open for the life of the process)
+    threading.Thread(target=watch, name="traceconv-record-sigterm", daemon=True).start()
+
+
+_watching: list = []
 
 
 def _finalize_at_exit(_rec_obj: Any) -> None:
