@@ -626,8 +626,8 @@ def _watch_sigterm() -> None:
     """CPython runs a signal's Python handler on the main thread, between bytecodes.  A SIGTERM that
     lands just before the main thread blocks in a call no signal restarts -- a pool worker waiting
     for its next task, in ``sem_wait`` -- is handled only when that call returns, which may be never,
-    and the parent's ``terminate()`` then waits for the worker forever (a CI run hung so, and 1 run
-    in about 30 of the record tests).  The signal also writes its number to the wakeup fd: a thread
+    and the parent's ``terminate()`` then waits for the worker forever (a CI run hung so, and 2 runs
+    in about 50 of the record tests).  The signal also writes its number to the wakeup fd: a thread
     reads it, and when the process is still there a moment later, signals the main thread again,
     which interrupts the call so that the handler runs (another program's wakeup fd is left as it is)."""
     import socket
