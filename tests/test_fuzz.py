@@ -404,3 +404,12 @@ def test_a_span_past_26_days_is_written_in_whole_microseconds(tmp_path):
     exact = [(r["name"], r["ts"], r["dur"]) for r in tp.query(pf, "select name, ts, dur from slice order by ts")]
     assert exact == [("early", 0, 1000), ("parent", base + 499_999, 3000), ("child", base + 500_501, 2498),
                      ("mark", base + 500_700, 0), ("grandchild", base + 501_001, 1998)]
+
+
+def test_an_id_of_ten_million_digits_is_kept_as_text():
+    """A tid of 1e9992319 on the repairing path (a scanner fuzz case, 2026-11-25): Python's json reads
+    it as a Decimal, and making it an int built ten million digits for minutes (a timeout).  An id
+    past 64 bits is its text, as such ints already became; the thread gets a number of its own."""
+    t = traceconv.load(FUZZ / "tid_exponent_ten_million.pt.trace.json")
+    assert [(th.raw_tid, th.name) for th in t.threads] == [("1E+9992319", "big"), (1, "")]
+    assert _names(t) == ["aten::mm", "aten::add"]
