@@ -66,11 +66,11 @@ def us(ns: int) -> str:
     return f"{q}.{r:03d}" if r else str(q)
 
 
-def time_base(trace: Trace) -> int:
-    """``baseTimeNanoseconds`` for the output: the first whole second of a Unix-clock trace, else 0."""
+def time_base(trace: Trace, rng: tuple[int, int] | None) -> int:
+    """``baseTimeNanoseconds`` for the output: the first whole second of a Unix-clock trace, else 0
+    (``rng``: the trace's :meth:`~traceconv.model.Trace.time_range`)."""
     if trace.meta.clock is not Clock.UNIX:
         return 0
-    rng = trace.time_range()
     if rng is None or rng[0] < 0:
         return 0
     return rng[0] - rng[0] % 1_000_000_000
@@ -82,7 +82,7 @@ def time_base(trace: Trace) -> int:
 EXACT_SPAN_NS = 1 << 51
 
 
-def _whole_us(trace: Trace, base: int) -> Trace:
+def _whole_us(trace: Trace, base: int, rng: tuple[int, int] | None) -> Trace:
     """``trace`` itself, or, when its events reach further than :data:`EXACT_SPAN_NS` from ``base``,
     a shallow copy whose times are floored to whole µs (counted): every start and end is floored,
     so what nests still nests and nothing that was apart comes to overlap, and a double holds each
@@ -90,21 +90,25 @@ def _whole_us(trace: Trace, base: int) -> Trace:
     its parent's; a fuzz case of a log whose runs are at 0 and in 2022)."""
     import copy
 
-    rng = trace.time_range()
     if rng is None or max(abs(rng[0] - base), abs(rng[1] - base)) < EXACT_SPAN_NS:
         return trace
+
+    def floor_us(t: np.ndarray) -> np.ndarray:
+        return t // 1000 * 1000
+
     out = copy.copy(trace)
     s = out.slices = copy.copy(trace.slices)
-    ts, dur = np.frombuffer(trace.slices.ts, np.int64), np.frombuffer(trace.slices.dur, np.int64)
-    start, end = ts // 1000 * 1000, (ts + dur) // 1000 * 1000
+    ts = np.frombuffer(trace.slices.ts, np.int64)
+    ends = ts + np.frombuffer(trace.slices.dur, np.int64)
+    start, end = floor_us(ts), floor_us(ends)
     s.ts, s.dur = array("q", start.tobytes()), array("q", (end - start).tobytes())
-    changed = int(np.count_nonzero((start != ts) | (end - start != dur)))
+    changed = int(np.count_nonzero((start != ts) | (end != ends)))
     for name in ("instants", "counters"):
         table = copy.copy(getattr(trace, name))
         t = np.frombuffer(table.ts, np.int64)
-        floored = t // 1000 * 1000
-        table.ts = array("q", floored.tobytes())
-        changed += int(np.count_nonzero(floored != t))
+        f = floor_us(t)
+        changed += int(np.count_nonzero(f != t))
+        table.ts = array("q", f.tobytes())
         setattr(out, name, table)
     trace.diagnostics.warn(WarningCode.CLAMPED_VALUE, "times written in whole µs in the JSON: its events "
                            "span more than 26 days, past what a reader's doubles hold to the ns", changed)
@@ -272,8 +276,9 @@ def _meta_event(name: str, pid: int, tid: int | None, args: dict) -> bytes:
 def write(trace: Trace, out: BinaryIO) -> None:
     strings = trace.strings
     jstr = [orjson.dumps(s) for s in strings.strings]
-    base = time_base(trace)
-    trace = _whole_us(trace, base)
+    rng = trace.time_range()
+    base = time_base(trace, rng)
+    trace = _whole_us(trace, base, rng)
     ids = _Ids(trace)
 
     out.write(b'{"traceEvents":[\n')
