@@ -12,7 +12,7 @@ from typing import Iterator, Sequence
 
 from . import formats as _formats
 from . import memory
-from .errors import ConversionWarning, TraceconvError, WarningCode
+from .errors import ConversionWarning, TraceconvError, WarningCode, signals_held
 from .io import atomic_output, open_source, refuse_binary_terminal, stream_fd
 from .model.layout import nest
 from .remote import URL, is_url
@@ -161,8 +161,10 @@ def open_in_ui(input: PathLike, from_format: str | None = None) -> Iterator[Path
     if perfetto and not isinstance(src, URL):
         yield Path(src)
         return
-    tmp = Path(tempfile.mkdtemp(prefix="traceconv-"))
+    tmp: Path | None = None
     try:
+        with signals_held():              # (a stop cannot leave the folder nameless: see io.atomic_output)
+            tmp = Path(tempfile.mkdtemp(prefix="traceconv-"))
         name = src.name.split(".")[0] or "trace"
         out = tmp / f"{name}.pftrace"
         if perfetto:                      # a remote Perfetto trace: copied here, a block at a time
@@ -172,4 +174,5 @@ def open_in_ui(input: PathLike, from_format: str | None = None) -> Iterator[Path
             save(load(src, from_format), out)
         yield out
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)

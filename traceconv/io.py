@@ -46,7 +46,7 @@ from typing import BinaryIO, Iterator, Sequence
 from isal import igzip, isal_zlib
 
 from . import remote
-from .errors import EXIT_ENVIRONMENT, Stopped, TraceconvError
+from .errors import EXIT_ENVIRONMENT, Stopped, TraceconvError, signals_held
 from .remote import URL, is_url
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -453,12 +453,16 @@ def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.Pat
     if not parent.is_dir():
         raise TraceconvError("the output's folder does not exist", path=out)
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
-    try:
-        tfd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
-    except OSError as e:
-        raise environment_error(e, out) from None
+    tmp: str | None = None
     ok = False
     try:
+        # a stop signal between the file's creation and its name reaching ``tmp`` would leave it
+        # behind: held until the name is known, then raised here, where the cleanup below runs
+        with signals_held():
+            try:
+                tfd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+            except OSError as e:
+                raise environment_error(e, out) from None
         try:
             with os.fdopen(tfd, "wb") as raw:
                 with _gzipped(raw, compress) as f:
@@ -469,7 +473,7 @@ def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.Pat
             raise environment_error(e, out) from None
         ok = True
     finally:
-        if not ok:
+        if not ok and tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
 
@@ -485,8 +489,10 @@ def _remote_output(url: URL, inputs: Sequence[str | os.PathLike[str]], compress:
     if compress is None:
         compress = url.name.endswith(".gz")
     remote.check_writable(url)
-    tfd, tmp = tempfile.mkstemp(prefix=".traceconv-upload.", suffix=".tmp")
+    tmp: str | None = None
     try:
+        with signals_held():                # (as in atomic_output: the name is known before a stop)
+            tfd, tmp = tempfile.mkstemp(prefix=".traceconv-upload.", suffix=".tmp")
         try:
             with os.fdopen(tfd, "wb") as raw:
                 with _gzipped(raw, compress) as f:
@@ -495,5 +501,6 @@ def _remote_output(url: URL, inputs: Sequence[str | os.PathLike[str]], compress:
             raise environment_error(e, url) from None
         remote.upload(tmp, url)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
