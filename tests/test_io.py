@@ -373,7 +373,10 @@ def _opened(pid: int) -> list[str]:
 def test_sigterm_while_reading_exits_143(tmp_path, big):
     """Frozen while it reads (the input open, no output begun), at three moments, then SIGTERM."""
     caught = 0
-    for k in range(3):          # just after the input is opened, and a little later
+    for _ in range(10):         # caught three times: just after the input is opened, and a little later
+        if caught == 3:
+            break
+        k = caught
         p = subprocess.Popen([sys.executable, "-m", "traceconv", "convert", str(big), "-o",
                               str(tmp_path / "o.pftrace"), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60          # until it has the input open: the handlers are installed
