@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 import perfetto_oracle as tp
 import traceconv
 from traceconv import _core
+from fuzz.merges import merge_options, merge_ranks
 from fuzz.mutate import mutated
 from fuzz import scanner
-from fuzz.runner import Runner
+from fuzz.runner import Runner, merge_case, unpack_merge
 from fuzz.strategies import IMPORTERS, Case
 from traceconv.errors import WarningCode
 from traceconv.model import (MAX_ARGS_DEPTH, MAX_DUR_NS, MAX_TIME_NS, Clock, Trace, enforce_time_domain,
@@ -262,12 +263,13 @@ def test_strict_args():
 
 SHORT_EXAMPLES = 2       # structure-aware cases per importer
 SHORT_MUTATIONS = 8      # mutated fixtures
+SHORT_MERGES = 4         # merges of generated ranks
 
 
 @tp.requires_trace_processor
 def test_short_campaign(runner):
-    """A deterministic slice of ``python -m tests.fuzz``: every importer's strategy and some
-    fixture mutations, each through the CLI to both outputs."""
+    """A deterministic slice of ``python -m tests.fuzz``: every importer's strategy, some fixture
+    mutations and some merges of generated ranks, each through the CLI to both outputs."""
     failures: list[tuple[str, str, str]] = []
     ran = [0]
 
@@ -290,8 +292,33 @@ def test_short_campaign(runner):
     for _ in range(SHORT_MUTATIONS):
         case, note = mutated(rng)
         check(case, note)
-    assert ran[0] >= len(IMPORTERS) + SHORT_MUTATIONS
+    rng = random.Random(1)
+
+    @settings(max_examples=SHORT_MERGES, derandomize=True, database=None, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(merge_ranks(rng))
+    def merge(ranks: list[Case]) -> None:
+        opts = merge_options(rng)
+        check(merge_case(ranks, opts), f"merge {' '.join(opts)}")
+    merge()
+    assert ran[0] >= len(IMPORTERS) + SHORT_MUTATIONS + SHORT_MERGES
     assert failures == []
+
+
+GLOO = Path(__file__).parent / "fixtures" / "multirank" / "gloo_2ranks"
+
+
+@tp.requires_trace_processor
+def test_a_merge_case_runs_traceconv_merge_with_its_options(runner):
+    """The harness's merge cases merge: two real ranks keep the contract with exit 0 (both outputs
+    loaded by trace_processor), and the same ranks with an empty window are one error line."""
+    ranks = [Case("kineto", ".pt.trace.json.gz", (GLOO / f"rank{i}.pt.trace.json.gz").read_bytes()) for i in (0, 1)]
+    case = merge_case(ranks, ["--align", "none"])
+    files, opts = unpack_merge(case.data)
+    assert [n for n, _ in files] == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"] and opts == ["--align", "none"]
+    assert [(r.output, r.rc, r.failure) for r in runner.run(case).results] == [(".pftrace", 0, None), (".json", 0, None)]
+    empty = runner.run(merge_case(ranks, ["--window", "1s:0s"]))
+    assert [(r.rc, r.failure) for r in empty.results] == [(2, None), (2, None)]
 
 
 def test_megengine_static_numbers_out_of_range():

@@ -1,7 +1,9 @@
 """``python -m tests.fuzz --minutes 10 [--seed N] [--out DIR] [--plain]``: a fuzz campaign.
 
 Alternates structure-aware cases (hypothesis, one importer after another) with byte-level mutations
-of the fixtures, runs each through the CLI to .pftrace and .json (see :mod:`tests.fuzz.runner`),
+of the fixtures and merges of two or three such ranks (Kineto, Composer, Chrome JSON; one of them
+sometimes mutated, sometimes the same rank twice), runs each through the CLI to .pftrace and .json
+(``traceconv convert``, or ``traceconv merge`` of the ranks' folder; see :mod:`tests.fuzz.runner`),
 prints a summary, and writes each failing input (with what went wrong, in ``<input>.txt``) under
 ``--out``/<failure class>/.  Exit 1 if anything failed.
 """
@@ -18,13 +20,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 
 from . import scanner
+from .merges import merge_options, merge_ranks
 from .mutate import mutated
-from .runner import Outcome, Result, Runner, save_failure
+from .runner import MERGE_SUFFIX, Outcome, Result, Runner, merge_case, save_failure
 from .strategies import IMPORTERS, Case
 
 
 def campaign(minutes: float, seed: int, out: Path, plain: bool = False, log=print,
-             kinds: list[str] | None = None, mutate_share: float = 0.5) -> dict:
+             kinds: list[str] | None = None, mutate_share: float = 0.5, merge_share: float = 0.1) -> dict:
     deadline = time.monotonic() + minutes * 60
     t0 = time.monotonic()
     rng = random.Random(seed)
@@ -53,9 +56,23 @@ def campaign(minutes: float, seed: int, out: Path, plain: bool = False, log=prin
         batch = 0
         while time.monotonic() < deadline:
             batch += 1
-            if rng.random() < mutate_share:
+            draw = rng.random()
+            if draw < mutate_share:
                 case, note = mutated(rng)
                 record(runner.run(case), note)
+            elif draw < mutate_share + merge_share:
+
+                @settings(max_examples=2, phases=[Phase.generate], database=None, deadline=None,
+                          suppress_health_check=list(HealthCheck))
+                @hseed(seed * 1_000_003 + batch)
+                @given(merge_ranks(rng))
+                def one_merge(ranks: list[Case]) -> None:
+                    if time.monotonic() < deadline:
+                        opts = merge_options(rng)
+                        record(runner.run(merge_case(ranks, opts)),
+                               f"hypothesis merge seed {seed} batch {batch}: {' '.join(opts)}")
+
+                one_merge()
             else:
                 kind = kinds[batch % len(kinds)]
 
@@ -92,7 +109,7 @@ def replay(paths: list[Path], log=print) -> dict:
                 continue
             seen.add(data)
             name = f.name
-            suffix = next((s for s in (".pt.trace.json", ".chrome_timeline.json", ".json.gz", ".json", ".txt",
+            suffix = next((s for s in (MERGE_SUFFIX, ".pt.trace.json", ".chrome_timeline.json", ".json.gz", ".json", ".txt",
                                        ".log", ".gz") if name.endswith(s)), f.suffix)
             o = runner.run(Case(f.parent.name, suffix, data))
             stats["cases"] += 1
@@ -132,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a fresh `python -m traceconv` per run instead of forks of a warm CLI (slower)")
     ap.add_argument("--only", action="append", choices=sorted(IMPORTERS), help="structure-aware cases of these only")
     ap.add_argument("--mutate-share", type=float, default=0.5, help="share of cases that mutate fixtures")
+    ap.add_argument("--merge-share", type=float, default=0.1, help="share of batches that merge ranks")
     ap.add_argument("--replay", type=Path, nargs="+", help="run these saved inputs (files or folders) again")
     a = ap.parse_args(argv)
     if a.replay:
@@ -141,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     print(f"fuzz: seed {a.seed}, {a.minutes} min, failing inputs go to {a.out.resolve()}", flush=True)
     stats = campaign(a.minutes, a.seed, a.out, a.plain, log=lambda s: print(s, flush=True), kinds=a.only,
-                     mutate_share=a.mutate_share)
+                     mutate_share=a.mutate_share, merge_share=a.merge_share)
     print(summary(stats, a.out.resolve()), flush=True)
     return 1 if stats["failures"] else 0
 

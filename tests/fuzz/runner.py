@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -35,6 +37,8 @@ from .strategies import Case
 GIB = 1 << 30
 OUTPUTS = (".pftrace", ".json")
 _WROTE = re.compile(r"^wrote .*?: (\d+) slices(?:, (\d+) instants)?", re.M)
+MERGE_SUFFIX = ".merge.tar"     # a merge case: its ranks' files in one tar (kept whole when it fails)
+MERGE_ARGV = "merge.argv"       # ... and the merge's options, in the same tar
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
@@ -163,29 +167,39 @@ class Runner:
     # -- one case
 
     def run(self, case: Case, outputs: tuple[str, ...] = OUTPUTS) -> Outcome:
+        """``traceconv convert`` of the case's input; a merge case (:func:`merge_case`):
+        ``traceconv merge`` of the folder of its ranks."""
         self._n += 1
         d = self.workdir / f"case{self._n}"
         shutil.rmtree(d, ignore_errors=True)
         (d / "in").mkdir(parents=True)
-        src = d / "in" / f"input{case.suffix}"
-        src.write_bytes(case.data)
-        cap = cap_for(case.data)
+        options: list[str] = []
+        if case.suffix == MERGE_SUFFIX:
+            ranks, options = unpack_merge(case.data)
+            for name, data in ranks:
+                (d / "in" / name).write_bytes(data)
+            verb, src = "merge", d / "in"
+            cap = 2 * max((cap_for(data) for _, data in ranks), default=GIB)
+        else:
+            verb, src = "convert", d / "in" / f"input{case.suffix}"
+            src.write_bytes(case.data)
+            cap = cap_for(case.data)
         timeout = self.timeout + len(case.data) / 1e5
         outcome = Outcome(case)
         try:
             for ext in outputs:
-                outcome.results.append(self._one(src, d, ext, cap, timeout))
+                outcome.results.append(self._one([verb, str(src), *options], d, ext, cap, timeout))
         finally:
             shutil.rmtree(d, ignore_errors=True)
         return outcome
 
-    def _one(self, src: Path, d: Path, ext: str, cap: int, timeout: float) -> Result:
+    def _one(self, argv: list[str], d: Path, ext: str, cap: int, timeout: float) -> Result:
         outdir, tmpdir = d / f"out{ext}", d / f"tmp{ext}"
         outdir.mkdir()
         tmpdir.mkdir()
         target = outdir / f"out{ext}"
         so, se = d / f"stdout{ext}", d / f"stderr{ext}"
-        ans = self._cli(["convert", str(src), "-o", str(target)], so, se, cap, tmpdir, timeout)
+        ans = self._cli([*argv, "-o", str(target)], so, se, cap, tmpdir, timeout)
         rc = ans["rc"]
         res = Result(ext, rc, ans["secs"])
         err = se.read_bytes().decode("utf-8", "replace")
@@ -243,6 +257,28 @@ class Runner:
             if got < int(m.group(1)):
                 return fail("trace_processor holds fewer slices than written", f"wrote {want}, loaded {got}")
         return res
+
+
+def merge_case(ranks: list[Case], options: list[str] = ()) -> Case:
+    """A merge of ``ranks`` (each a rank's file, ``rank<i><suffix>``) with the merge's ``options``
+    (``--align none``...), as one case: a tar of the files and of ``merge.argv`` (JSON)."""
+    buf = io.BytesIO()
+    members = [(f"rank{i}{r.suffix}", r.data) for i, r in enumerate(ranks)]
+    members.append((MERGE_ARGV, json.dumps(list(options)).encode()))
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 0
+            tar.addfile(info, io.BytesIO(data))
+    return Case("merge", MERGE_SUFFIX, buf.getvalue())
+
+
+def unpack_merge(data: bytes) -> tuple[list[tuple[str, bytes]], list[str]]:
+    """A merge case's ranks (name, bytes) and options."""
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+        files = [(Path(m.name).name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
+    options = [json.loads(d) for n, d in files if n == MERGE_ARGV]
+    return [(n, d) for n, d in files if n != MERGE_ARGV], (options[0] if options else [])
 
 
 def slug(text: str) -> str:
