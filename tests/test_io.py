@@ -432,6 +432,27 @@ def test_a_stop_signal_waits_for_a_step_that_must_not_be_cut():
     assert not hold_signal(signal.SIGTERM)
 
 
+def test_another_threads_held_step_does_not_hold_the_main_threads_signals():
+    """Python runs signal handlers in the main thread only: a block held in another thread (a
+    library caller writing from a thread) must not delay a stop of the main thread."""
+    from traceconv.errors import hold_signal, signals_held
+    inside, leave = threading.Event(), threading.Event()
+
+    def step() -> None:
+        with signals_held():
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=step)
+    t.start()
+    try:
+        assert inside.wait(10)
+        assert not hold_signal(signal.SIGTERM)          # the main thread's handler raises at once
+    finally:
+        leave.set()
+        t.join()
+
+
 def test_an_internal_error_is_exit_70_with_its_traceback(tmp_path):
     code = ("import sys, traceconv\n"
             "traceconv.convert = lambda *a, **k: 1 / 0\n"

@@ -18,6 +18,7 @@ import contextlib
 import difflib
 import enum
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
@@ -93,16 +94,21 @@ class Stopped(BaseException):
         super().__init__(what or f"stopped by signal {signum}")
 
 
-_held = 0                    # how many signals_held() blocks are open
+_held = 0                    # how many signals_held() blocks are open in the main thread
 _pending: list[int] = []     # the stop signals that came meanwhile
 
 
 @contextlib.contextmanager
 def signals_held() -> "Iterator[None]":
     """Stop signals wait until the block ends, then raise :class:`Stopped`: for the few steps that
-    must not be cut midway (loading the compiled core and NumPy's C API).  The command line's
-    signal handler asks :func:`hold_signal` first."""
+    must not be cut midway (loading the compiled core and NumPy's C API, creating a temporary
+    output).  The command line's signal handler asks :func:`hold_signal` first.  Only the main
+    thread counts: Python runs signal handlers there and nowhere else, so another thread's block
+    is never cut, and must neither hold the main thread's signals nor race on the count."""
     global _held
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _held += 1
     try:
         yield
