@@ -58,10 +58,11 @@ def _case(name: str) -> Case:
 @tp.requires_trace_processor
 @pytest.mark.parametrize("name", FIXTURES)
 def test_fixture_keeps_the_contract(runner, name):
-    """Exit 0 with outputs trace_processor loads (JSON strict), or one error line and exit 2."""
-    outcome = runner.run(_case(name))
+    """Exit 0 with outputs trace_processor loads (JSON strict), or one error line and exit 2; and
+    ``summary`` and ``validate`` print JSON exactly when the input converts."""
+    outcome = runner.run(_case(name), inspect=True)
     assert [(r.failure, r.detail[-600:]) for r in outcome.failures] == []
-    assert len(outcome.results) == 2
+    assert [r.output for r in outcome.results] == [".pftrace", ".json", "summary", "validate"]
 
 
 # ---------------------------------------------------------------- what the model made of them
@@ -440,3 +441,26 @@ def test_an_id_of_ten_million_digits_is_kept_as_text():
     t = traceconv.load(FUZZ / "tid_exponent_ten_million.pt.trace.json")
     assert [(th.raw_tid, th.name) for th in t.threads] == [("1E+9992319", "big"), (1, "")]
     assert _names(t) == ["aten::mm", "aten::add"]
+
+
+def test_validate_reads_invalid_utf8_as_the_reader_does():
+    """Invalid UTF-8 in a thread's name and a slice's (found when the campaign began running
+    ``validate``, 2026-11-25): the examples' decoder raised UnicodeDecodeError (exit 70).  The text
+    is repaired as the reader repairs it, so the example names the thread as the conversion does."""
+    from traceconv.validate import validate
+    r = validate(FUZZ / "validate_bad_utf8_thread_name.json")
+    got = {f.check: (f.severity, f.count, f.examples) for f in r.findings}
+    assert got["values out of range"][:2] == ("problem", 2)
+    assert got["unmatched B/E"] == ("problem", 1, ["a begin without an end: 'open' (B) at +0.002 ms on pid 1 "
+                                                   "tid 1 'loader ?'"])
+    assert [th.name for th in traceconv.load(FUZZ / "validate_bad_utf8_thread_name.json").threads] == ["loader ?"]
+
+
+def test_validate_of_a_value_nested_3000_deep_reports_without_examples():
+    """An ``id`` nested 3,000 deep: the examples' decoder hit Python's recursion limit (exit 70).
+    The reader's findings stand; only their examples are left out."""
+    from traceconv.validate import validate
+    r = validate(FUZZ / "validate_deep_id.json")
+    got = {f.check: (f.severity, f.count, f.examples) for f in r.findings}
+    assert got["unmatched B/E"] == ("problem", 1, [])
+    assert got["values out of range"][:2] == ("problem", 1)

@@ -47,6 +47,7 @@ from .errors import WarningCode
 from .io import Source, open_source
 from .model.layout import nest
 from .model import Trace
+from .readers.chrome.stream import repair_utf8
 
 CHROME_MAX_BYTES = 256 * 2**20
 CHROME_MAX_EVENTS = 1_000_000
@@ -170,8 +171,8 @@ def _decode_events(data: bytes) -> list[_Timed] | None:
         if raw is None:
             return None
         return _EVENTS.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None                  # (values nested thousands deep: the reader's counts stay, without examples)
 
 
 def _num(x: object) -> float | None:
@@ -199,7 +200,7 @@ class _Scan:
                 nm = e.args.get("name")
                 try:
                     label = msgspec.json.decode(nm) if nm is not None else None
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     label = None
                 if isinstance(label, str):
                     if e.name == "thread_name":
@@ -322,6 +323,9 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
     json_events = source is not None and fmt not in AGGREGATE and source.head.lstrip()[:1] in (b"{", b"[")
     data = source.read_bytes() if json_events else None   # type: ignore[union-attr]
     if data is not None:
+        # what is not UTF-8 becomes '?' as the reader makes it (the names in the examples are the
+        # ones the conversion shows); valid text is checked, not copied
+        data, _ = repair_utf8(data)
         events = _decode_events(data)
         if events is not None:
             scan = _Scan(events)

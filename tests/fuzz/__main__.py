@@ -27,7 +27,8 @@ from .strategies import IMPORTERS, Case
 
 
 def campaign(minutes: float, seed: int, out: Path, plain: bool = False, log=print,
-             kinds: list[str] | None = None, mutate_share: float = 0.5, merge_share: float = 0.1) -> dict:
+             kinds: list[str] | None = None, mutate_share: float = 0.5, merge_share: float = 0.1,
+             inspect_share: float = 0.25) -> dict:
     deadline = time.monotonic() + minutes * 60
     t0 = time.monotonic()
     rng = random.Random(seed)
@@ -59,7 +60,7 @@ def campaign(minutes: float, seed: int, out: Path, plain: bool = False, log=prin
             draw = rng.random()
             if draw < mutate_share:
                 case, note = mutated(rng)
-                record(runner.run(case), note)
+                record(runner.run(case, inspect=rng.random() < inspect_share), note)
             elif draw < mutate_share + merge_share:
 
                 @settings(max_examples=2, phases=[Phase.generate], database=None, deadline=None,
@@ -83,7 +84,8 @@ def campaign(minutes: float, seed: int, out: Path, plain: bool = False, log=prin
                 def one(case: Case) -> None:
                     if time.monotonic() < deadline:
                         case.kind = kind
-                        record(runner.run(case), f"hypothesis {kind} seed {seed} batch {batch}")
+                        record(runner.run(case, inspect=rng.random() < inspect_share),
+                               f"hypothesis {kind} seed {seed} batch {batch}")
 
                 one()
             if batch % 20 == 0:
@@ -111,7 +113,7 @@ def replay(paths: list[Path], log=print) -> dict:
             name = f.name
             suffix = next((s for s in (MERGE_SUFFIX, ".pt.trace.json", ".chrome_timeline.json", ".json.gz", ".json", ".txt",
                                        ".log", ".gz") if name.endswith(s)), f.suffix)
-            o = runner.run(Case(f.parent.name, suffix, data))
+            o = runner.run(Case(f.parent.name, suffix, data), inspect=True)
             stats["cases"] += 1
             stats["by_kind"]["replay"] += 1
             for r in o.results:
@@ -150,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", choices=sorted(IMPORTERS), help="structure-aware cases of these only")
     ap.add_argument("--mutate-share", type=float, default=0.5, help="share of cases that mutate fixtures")
     ap.add_argument("--merge-share", type=float, default=0.1, help="share of batches that merge ranks")
+    ap.add_argument("--inspect-share", type=float, default=0.25,
+                    help="share of converted cases also run through summary and validate")
     ap.add_argument("--replay", type=Path, nargs="+", help="run these saved inputs (files or folders) again")
     a = ap.parse_args(argv)
     if a.replay:
@@ -159,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     print(f"fuzz: seed {a.seed}, {a.minutes} min, failing inputs go to {a.out.resolve()}", flush=True)
     stats = campaign(a.minutes, a.seed, a.out, a.plain, log=lambda s: print(s, flush=True), kinds=a.only,
-                     mutate_share=a.mutate_share, merge_share=a.merge_share)
+                     mutate_share=a.mutate_share, merge_share=a.merge_share,
+                     inspect_share=a.inspect_share)
     print(summary(stats, a.out.resolve()), flush=True)
     return 1 if stats["failures"] else 0
 

@@ -86,6 +86,23 @@ def _traceback_class(err: str) -> str:
     return f"traceback {exc} in {where}"
 
 
+def _crashed(ans: dict, err: str) -> str | None:
+    """The failure class of a run that timed out, printed a traceback or died by a signal."""
+    if ans["timeout"]:
+        return "timeout"
+    if "Traceback (most recent call last)" in err:
+        return "memory (MemoryError past the cap)" if "MemoryError" in err else _traceback_class(err)
+    rc = ans["rc"]
+    if rc < 0:
+        return "killed by " + (signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc))
+    return None
+
+
+def _one_error_line(err: str) -> bool:
+    lines = err.strip("\n").split("\n")
+    return len(lines) == 1 and lines[0].startswith("traceconv: error: ")
+
+
 class Runner:
     """A warm CLI (tests/fuzz/server.py) that forks one child per conversion."""
 
@@ -166,9 +183,10 @@ class Runner:
 
     # -- one case
 
-    def run(self, case: Case, outputs: tuple[str, ...] = OUTPUTS) -> Outcome:
+    def run(self, case: Case, outputs: tuple[str, ...] = OUTPUTS, inspect: bool = False) -> Outcome:
         """``traceconv convert`` of the case's input; a merge case (:func:`merge_case`):
-        ``traceconv merge`` of the folder of its ranks."""
+        ``traceconv merge`` of the folder of its ranks.  ``inspect``: a converted input is also
+        summarised and validated (:meth:`_inspect`)."""
         self._n += 1
         d = self.workdir / f"case{self._n}"
         shutil.rmtree(d, ignore_errors=True)
@@ -189,9 +207,48 @@ class Runner:
         try:
             for ext in outputs:
                 outcome.results.append(self._one([verb, str(src), *options], d, ext, cap, timeout))
+            if inspect and verb == "convert":
+                for cmd in ("summary", "validate"):
+                    outcome.results.append(self._inspect(cmd, src, d, cap, timeout,
+                                                         [r.rc for r in outcome.results[:len(outputs)]]))
         finally:
             shutil.rmtree(d, ignore_errors=True)
         return outcome
+
+    def _inspect(self, cmd: str, src: Path, d: Path, cap: int, timeout: float, converted: list[int]) -> Result:
+        """``traceconv summary|validate <input> --format json``: JSON on stdout and exit 0 (validate:
+        0, or 1 for problems found), or one error line and exit 2, as the conversion did: an input
+        that converts has a summary and a validation, one that does not has neither."""
+        tmpdir = d / f"tmp-{cmd}"
+        tmpdir.mkdir()
+        so, se = d / f"stdout-{cmd}", d / f"stderr-{cmd}"
+        ans = self._cli([cmd, str(src), "--format", "json"], so, se, cap, tmpdir, timeout)
+        rc = ans["rc"]
+        res = Result(cmd, rc, ans["secs"])
+        err = se.read_bytes().decode("utf-8", "replace")
+
+        def fail(klass: str, detail: str = "") -> Result:
+            res.failure = f"{cmd} {klass}"
+            res.detail = (detail or err)[-4000:]
+            return res
+
+        crash = _crashed(ans, err)
+        if crash:
+            return fail(crash, f"no exit after {timeout:.0f} s" if crash == "timeout" else "")
+        if rc == 2 and not _one_error_line(err):
+            return fail("exit 2 without one 'traceconv: error:' line")
+        if rc not in ((0, 1, 2) if cmd == "validate" else (0, 2)):
+            return fail(f"exit {rc}")
+        if (rc == 2) != (2 in converted):
+            return fail(f"exit {rc} where convert exited {'/'.join(map(str, converted))}")
+        if rc != 2:
+            try:
+                orjson.loads(so.read_bytes())
+            except orjson.JSONDecodeError as e:
+                return fail("--format json output is not JSON", str(e))
+        if list(tmpdir.iterdir()):
+            return fail("temporary file left behind", repr(sorted(p.name for p in tmpdir.iterdir())))
+        return res
 
     def _one(self, argv: list[str], d: Path, ext: str, cap: int, timeout: float) -> Result:
         outdir, tmpdir = d / f"out{ext}", d / f"tmp{ext}"
@@ -210,20 +267,13 @@ class Runner:
             res.detail = (detail or err)[-4000:]
             return res
 
-        if ans["timeout"]:
-            return fail("timeout", f"no exit after {timeout:.0f} s")
-        if "Traceback (most recent call last)" in err:
-            if "MemoryError" in err:
-                return fail("memory (MemoryError past the cap)")
-            return fail(_traceback_class(err))
-        if rc < 0:
-            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-            return fail(f"killed by {name}")
+        crash = _crashed(ans, err)
+        if crash:
+            return fail(crash, f"no exit after {timeout:.0f} s" if crash == "timeout" else "")
         left_tmp = sorted(p.name for p in tmpdir.iterdir())
         listing = sorted(p.name for p in outdir.iterdir())
         if rc == 2:
-            lines = err.strip("\n").split("\n")
-            if len(lines) != 1 or not lines[0].startswith("traceconv: error: "):
+            if not _one_error_line(err):
                 return fail("exit 2 without one 'traceconv: error:' line")
             if listing:
                 return fail("output left behind after an error", repr(listing))
