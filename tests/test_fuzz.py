@@ -464,3 +464,15 @@ def test_validate_of_a_value_nested_3000_deep_reports_without_examples():
     got = {f.check: (f.severity, f.count, f.examples) for f in r.findings}
     assert got["unmatched B/E"] == ("problem", 1, [])
     assert got["values out of range"][:2] == ("problem", 1)
+
+
+def test_validate_of_a_ts_past_a_double():
+    """A ts of 10^400 written as an integer (a Chrome JSON fuzz case, 2026-11-25): ``float()`` of
+    it raised OverflowError in validate's examples (exit 70).  It is no time, as in the reader,
+    which drops its event; the others are still checked for order."""
+    from traceconv.validate import validate
+    r = validate(FUZZ / "validate_ts_int_past_a_double.json")
+    got = {f.check: (f.severity, f.count, f.examples) for f in r.findings}
+    assert got["events a viewer cannot show"][1] == 1
+    assert got["events out of order"][1] == 1                       # open (2 µs) after a (100 µs)
+    assert got["unmatched B/E"] == ("problem", 1, ["a begin without an end: 'open' (B) at +0.000 ms on pid 1 tid 1"])

@@ -178,7 +178,7 @@ def _decode_events(data: bytes) -> list[_Timed] | None:
 def _num(x: object) -> float | None:
     try:
         v = float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):      # (an int past a double's range)
         return None
     return v if v == v and abs(v) != float("inf") else None
 
@@ -290,9 +290,8 @@ def out_of_order(data: bytes) -> int | None:
     for e in events:
         if e.ph in ("M", "C", "s", "t", "f") or e.ts is None:
             continue
-        try:
-            t = float(e.ts)
-        except ValueError:
+        t = _num(e.ts)
+        if t is None:
             continue
         key = (e.pid, e.tid)
         prev = last.get(key)
