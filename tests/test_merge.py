@@ -259,6 +259,35 @@ def test_rank_errors_name_the_files(tmp_path):
     assert not (tmp_path / "o2.pftrace").exists()
 
 
+def test_a_rank_refused_midway_stops_the_workers_before_their_folder_goes(tmp_path, monkeypatch):
+    """The workers write each rank's packets into the spool's folder.  A rank refused while they
+    run (claimed twice, found by the fuzz campaign's merges, 2026-11-25) removed that folder while
+    a worker still wrote into it ('Directory not empty', exit 70): the pool is now closed first."""
+    from traceconv.merging import driver
+    from traceconv.merging.engine import LocalEngine
+    files = []
+    for name in ("a", "b", "c", "d"):                      # a and b claim rank 0: refused at b
+        files.append(tmp_path / f"{name}.json.gz")
+        shutil.copy(GLOO[0] if name in "ab" else GLOO[1], files[-1])
+    maps, closed_at_exit = [], []
+    real_map, real_exit = LocalEngine.map, driver._Spool.__exit__
+
+    def map_(self, *a, **k):
+        maps.append(real_map(self, *a, **k))
+        return maps[-1]
+
+    def exit_(self, *exc):
+        closed_at_exit.append([g.gi_frame is None for g in maps])
+        return real_exit(self, *exc)
+
+    monkeypatch.setattr(LocalEngine, "map", map_)
+    monkeypatch.setattr(driver._Spool, "__exit__", exit_)
+    with pytest.raises(TraceconvError, match="rank 0 is claimed by 2 kineto files"):
+        traceconv.merge(files, tmp_path / "o.pftrace", workers=2)
+    assert closed_at_exit == [[True]], "the pool's generator was closed before the spool's folder went"
+    assert not (tmp_path / "o.pftrace").exists()
+
+
 def test_argument_parsers():
     assert parse_ranks("0-3,7") == {0, 1, 2, 3, 7}
     assert [parse_duration(x) for x in ("5us", "1.5ms", "2s", "300ns", "5µs")] == [5000, 1_500_000, 2 * 10**9, 300, 5000]

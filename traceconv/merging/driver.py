@@ -3,6 +3,7 @@ cut to the window, write one trace or a Perfetto merge archive."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -265,8 +266,8 @@ class _Run:
 
         try:
             items = [(f, self.fmt, self.cats, self.min_ns) for f in self.files]
-            loaded = ((it, None) for it in eng.map(load_rank, items, self.files, self.progress))
-            self.order(loaded, add)
+            with contextlib.closing(eng.map(load_rank, items, self.files, self.progress)) as loaded:
+                self.order(((it, None) for it in loaded), add)     # (closed at once on an error)
             alignments = self.aligned()
             shift(merged, spans, alignments)
             if self.win is not None:
@@ -291,7 +292,10 @@ class _Run:
 
             n = len(self.files)
             items = [(f, self.fmt, self.cats, self.min_ns, k, n, spool.dir) for k, f in enumerate(self.files)]
-            self.order(((it, None) for it in eng.map(load_sequence, items, self.files, self.progress)), add)
+            # the workers write into the spool's folder: their pool is closed (what runs finished,
+            # what waits cancelled) before the folder is removed, also when a rank is refused midway
+            with contextlib.closing(eng.map(load_sequence, items, self.files, self.progress)) as loaded:
+                self.order(((it, None) for it in loaded), add)
             return self.write_sequences(spool, self.aligned())
 
     def write_sequences(self, spool: "_Spool", alignments: dict[int, Alignment]) -> MergeResult:

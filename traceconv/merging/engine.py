@@ -62,20 +62,24 @@ class LocalEngine:
         with ProcessPoolExecutor(max_workers=workers, initializer=memory.keep_freed) as pool:
             pending: list = []
             nxt = 0
-            for _ in range(n):
-                while nxt < n and len(pending) < workers + 1:
-                    pending.append((nxt, pool.submit(fn, *items[nxt])))
-                    nxt += 1
-                j, fut = pending.pop(0)
-                try:
-                    res = fut.result()
-                except TraceconvError as e:
-                    for _, f2 in pending:
-                        f2.cancel()
-                    _raise(e, labels[j])
-                if progress:
-                    progress(j + 1, n, labels[j])
-                yield res
+            try:
+                for _ in range(n):
+                    while nxt < n and len(pending) < workers + 1:
+                        pending.append((nxt, pool.submit(fn, *items[nxt])))
+                        nxt += 1
+                    j, fut = pending.pop(0)
+                    try:
+                        res = fut.result()
+                    except TraceconvError as e:
+                        _raise(e, labels[j])
+                    if progress:
+                        progress(j + 1, n, labels[j])
+                    yield res
+            finally:
+                # an error, or the caller closing the generator early: what has not started is
+                # cancelled, and leaving the pool waits for what runs
+                for _, f2 in pending:
+                    f2.cancel()
 
     def reduce(self, fn: Callable[[Any, Any], Any], values: list[Any]) -> Any:
         """Combine values pairwise, as a tree: ((v0·v1)·(v2·v3))... -- the same tree as Dask's."""
