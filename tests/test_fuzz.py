@@ -269,14 +269,15 @@ SHORT_MERGES = 4         # merges of generated ranks
 
 @tp.requires_trace_processor
 def test_short_campaign(runner):
-    """A deterministic slice of ``python -m tests.fuzz``: every importer's strategy, some fixture
-    mutations and some merges of generated ranks, each through the CLI to both outputs."""
+    """A deterministic slice of ``python -m tests.fuzz``: every importer's strategy and some fixture
+    mutations, each through the CLI to both outputs and through summary and validate, and some
+    merges of generated ranks."""
     failures: list[tuple[str, str, str]] = []
     ran = [0]
 
     def check(case: Case, note: str) -> None:
         ran[0] += 1
-        for r in runner.run(case).failures:
+        for r in runner.run(case, inspect=True).failures:          # (merges: not inspected)
             failures.append((r.failure, note, r.detail[-300:]))
         broke = scanner.check(case.data, random.Random(ran[0]))     # the bytes straight into the scanner
         if broke is not None:

@@ -1,6 +1,8 @@
-"""Run one input through the real CLI and check the contract.
+"""Run one input (or, for a merge case, the folder of its ranks) through the real CLI and check
+the contract.
 
-The contract, for every input and each output format (.pftrace and .json):
+The contract, for every input and each output format (.pftrace and .json) of ``traceconv convert``
+(or ``traceconv merge``):
 
 * exit 0 and an output that trace_processor loads with no crash and no error/data-loss stat (a JSON
   output must also parse with orjson: strict UTF-8, no NaN/Infinity), holding as many slices as the
@@ -9,6 +11,10 @@ The contract, for every input and each output format (.pftrace and .json):
 * never a traceback, a signal, a timeout, or memory past the cap (``RLIMIT_AS`` =
   max(1 GiB, 50 x the input's decompressed size)); no temporary file left in the output's folder
   or in ``$TMPDIR``.
+
+An inspected input also goes through ``summary`` and ``validate`` with ``--format json``: JSON on
+stdout when the input converts (validate: exit 0, or 1 for problems found), one error line and
+exit 2 when it does not; the same never-list.
 """
 
 from __future__ import annotations
