@@ -477,3 +477,32 @@ def test_validate_of_a_ts_past_a_double():
     assert got["events a viewer cannot show"][1] == 1
     assert got["events out of order"][1] == 1                       # open (2 µs) after a (100 µs)
     assert got["unmatched B/E"] == ("problem", 1, ["a begin without an end: 'open' (B) at +0.000 ms on pid 1 tid 1"])
+
+
+def test_the_runner_flags_what_breaks_the_contract(tmp_path, monkeypatch):
+    """The contract's checks themselves (the CLI stubbed): a traceback, an exit 2 of two lines, and
+    a summary printed for an input the conversion refused each fail their run; one error line
+    and exit 2 everywhere keeps it."""
+    runner = Runner(workdir=tmp_path, plain=True)
+    said: dict[str, tuple[int, str, str]] = {}
+
+    def cli(argv, out, err, cap, tmpdir, timeout):          # noqa: ANN001
+        rc, stdout, stderr = said["summary" if argv[0] == "summary" else "validate" if argv[0] == "validate"
+                                  else "convert"]
+        Path(out).write_text(stdout)
+        Path(err).write_text(stderr)
+        return {"rc": rc, "timeout": False, "maxrss_kb": 0, "secs": 0.0}
+
+    monkeypatch.setattr(runner, "_cli", cli)
+    case = Case("chrome-json", ".json", b"{}")
+    crash = ('Traceback (most recent call last):\n  File "/x/traceconv/validate.py", line 9, in _num\n'
+             'OverflowError: int too large\n')
+    refused = (2, "", "traceconv: error: in.json: not a trace\n")
+    said.update(convert=refused, summary=refused, validate=(70, "", crash))
+    assert [r.failure for r in runner.run(case, inspect=True).results] == [
+        None, None, None, "validate traceback OverflowError in traceconv/validate.py:_num"]
+    said.update(convert=(2, "", "traceconv: error: a\ntraceconv: error: b\n"), summary=(0, "{}", ""),
+                validate=refused)
+    assert [r.failure for r in runner.run(case, inspect=True).results] == [
+        ".pftrace exit 2 without one 'traceconv: error:' line", ".json exit 2 without one 'traceconv: error:' line",
+        "summary exit 0 where convert exited 2/2", None]

@@ -34,6 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import orjson
 
@@ -221,6 +222,24 @@ class Runner:
             shutil.rmtree(d, ignore_errors=True)
         return outcome
 
+    def _call(self, label: str, argv: list[str], so: Path, se: Path, cap: int, tmpdir: Path,
+              timeout: float) -> tuple[Result, str, Callable[..., Result]]:
+        """One CLI run: its result (already failed if it timed out, printed a traceback or died by a
+        signal), its stderr, and ``fail(class, detail)`` marking the result failed."""
+        ans = self._cli(argv, so, se, cap, tmpdir, timeout)
+        res = Result(label, ans["rc"], ans["secs"])
+        err = se.read_bytes().decode("utf-8", "replace")
+
+        def fail(klass: str, detail: str = "") -> Result:
+            res.failure = f"{label} {klass}"
+            res.detail = (detail or err)[-4000:]
+            return res
+
+        crash = _crashed(ans, err)
+        if crash:
+            fail(crash, f"no exit after {timeout:.0f} s" if crash == "timeout" else "")
+        return res, err, fail
+
     def _inspect(self, cmd: str, src: Path, d: Path, cap: int, timeout: float, converted: list[int]) -> Result:
         """``traceconv summary|validate <input> --format json``: JSON on stdout and exit 0 (validate:
         0, or 1 for problems found), or one error line and exit 2, as the conversion did: an input
@@ -228,19 +247,10 @@ class Runner:
         tmpdir = d / f"tmp-{cmd}"
         tmpdir.mkdir()
         so, se = d / f"stdout-{cmd}", d / f"stderr-{cmd}"
-        ans = self._cli([cmd, str(src), "--format", "json"], so, se, cap, tmpdir, timeout)
-        rc = ans["rc"]
-        res = Result(cmd, rc, ans["secs"])
-        err = se.read_bytes().decode("utf-8", "replace")
-
-        def fail(klass: str, detail: str = "") -> Result:
-            res.failure = f"{cmd} {klass}"
-            res.detail = (detail or err)[-4000:]
+        res, err, fail = self._call(cmd, [cmd, str(src), "--format", "json"], so, se, cap, tmpdir, timeout)
+        if res.failure:
             return res
-
-        crash = _crashed(ans, err)
-        if crash:
-            return fail(crash, f"no exit after {timeout:.0f} s" if crash == "timeout" else "")
+        rc = res.rc
         if rc == 2 and not _one_error_line(err):
             return fail("exit 2 without one 'traceconv: error:' line")
         if rc not in ((0, 1, 2) if cmd == "validate" else (0, 2)):
@@ -262,20 +272,11 @@ class Runner:
         tmpdir.mkdir()
         target = outdir / f"out{ext}"
         so, se = d / f"stdout{ext}", d / f"stderr{ext}"
-        ans = self._cli([*argv, "-o", str(target)], so, se, cap, tmpdir, timeout)
-        rc = ans["rc"]
-        res = Result(ext, rc, ans["secs"])
-        err = se.read_bytes().decode("utf-8", "replace")
-        out = so.read_bytes().decode("utf-8", "replace")
-
-        def fail(klass: str, detail: str = "") -> Result:
-            res.failure = f"{ext} {klass}"
-            res.detail = (detail or err)[-4000:]
+        res, err, fail = self._call(ext, [*argv, "-o", str(target)], so, se, cap, tmpdir, timeout)
+        if res.failure:
             return res
-
-        crash = _crashed(ans, err)
-        if crash:
-            return fail(crash, f"no exit after {timeout:.0f} s" if crash == "timeout" else "")
+        rc = res.rc
+        out = so.read_bytes().decode("utf-8", "replace")
         left_tmp = sorted(p.name for p in tmpdir.iterdir())
         listing = sorted(p.name for p in outdir.iterdir())
         if rc == 2:
