@@ -279,12 +279,9 @@ def _log_examples(text: str) -> list[str]:
     return got
 
 
-def out_of_order(data: bytes) -> int | None:
+def out_of_order(events: list[_Timed]) -> int:
     """How many timed events come earlier than the one before them on the same thread, in file
-    order; None if the events cannot be decoded this way (the reader has said why)."""
-    events = _decode_events(data)
-    if events is None:
-        return None
+    order (``events``: the document's, as :func:`_decode_events` gives them)."""
     last: dict[tuple, float] = {}
     n = 0
     for e in events:
@@ -320,14 +317,15 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
     log_examples: list[str] = []
     source = open_source(path) if path is not None else None
     json_events = source is not None and fmt not in AGGREGATE and source.head.lstrip()[:1] in (b"{", b"[")
-    data = source.read_bytes() if json_events else None   # type: ignore[union-attr]
-    if data is not None:
+    raw: list[_Timed] | None = None       # the raw events, decoded once for examples and order
+    if json_events:
         # what is not UTF-8 becomes '?' as the reader makes it (the names in the examples are the
         # ones the conversion shows); valid text is checked, not copied
-        data, _ = repair_utf8(data)
-        events = _decode_events(data)
-        if events is not None:
-            scan = _Scan(events)
+        data, _ = repair_utf8(source.read_bytes())   # type: ignore[union-attr]
+        raw = _decode_events(data)
+        del data
+        if raw is not None:
+            scan = _Scan(raw)
     elif source is not None and fmt == "sample-factory" and trace.diagnostics:
         log_examples = _log_examples(source.read_text())
 
@@ -401,8 +399,8 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
                             f"about {need / 2**20:,.0f} MB of the ~2 GB a browser tab can use"))
     if path is not None and source is not None:
         size = _content_size(source)
-        if data is not None:
-            late = out_of_order(data)
+        if raw is not None:
+            late = out_of_order(raw)
             if late:
                 findings.append(Finding("events out of order", INFO, late,
                                         "events that come earlier than the one before them on their thread "
