@@ -146,3 +146,32 @@ def test_own_gzipped_output_is_scanned_again_in_memory(tmp_path, monkeypatch):
                         lambda self, data: scans.append(1) or real_chunked(self, data))
     read(FIX / "mxnet_trace" / "generated_mxnet191_continuous_dump_midrun_TRUNCATED.json", 1 << 20, monkeypatch)
     assert calls == [1] and scans == []
+
+
+def test_a_merge_worker_scans_one_block_at_a_time(monkeypatch):
+    """``load(..., threads=False)`` (what a merge's ranks are read with, the engine's workers
+    already keeping every core busy) scans with one thread, not two, and reads the same timeline,
+    warnings and metadata, blocks cut anywhere; a plain load keeps its two scanning threads."""
+    from traceconv.merging import ranks
+
+    pools: list[int] = []
+
+    class Counted(chrome.ThreadPoolExecutor):
+        def __init__(self, workers, **kw):
+            pools.append(workers)
+            super().__init__(workers, **kw)
+
+    monkeypatch.setattr(chrome, "ThreadPoolExecutor", Counted)
+    path = FIX / "kineto" / "streams_memcpy_memset.pt.trace.json.gz"
+    for chunk in (1 << 62, 1500, 7):
+        both = read(path, chunk, monkeypatch)
+        assert pools == [2]
+        pools.clear()
+        one = ranks.load_rank(path, None, frozenset(), 0).trace
+        nest(one)
+        assert pools == [1]
+        pools.clear()
+        assert_same_timeline(from_model(both), from_model(one))
+        assert {(w.code, w.message, w.count) for w in both.diagnostics.warnings} == \
+               {(w.code, w.message, w.count) for w in one.diagnostics.warnings}
+        assert both.meta.as_dict() == one.meta.as_dict()

@@ -22,17 +22,20 @@ from .progress import report
 PathLike = str | os.PathLike[str]
 
 
-def load(path: PathLike, format: str | None = None) -> Trace:
+def load(path: PathLike, format: str | None = None, *, threads: bool = True) -> Trace:
     """Read a profile of any supported format into a :class:`~traceconv.model.Trace`.
 
     The format is detected from the content unless ``format`` names it.
-    What the reader could not keep is in ``trace.diagnostics``.
+    What the reader could not keep is in ``trace.diagnostics``.  ``threads`` False: a large
+    Chrome/Kineto file is scanned by one thread beside the reading one, not two (for a process
+    that is one of several keeping the cores busy, as a merge's workers are).
 
     >>> trace = load("tests/fixtures/mlagents/csharp_3DBall_timers.json")
     >>> trace.meta.source_format, len(trace.slices)
     ('mlagents', 9)
     """
     source = open_source(path)
+    source.threads = threads
     fmt = _formats.get(format, role="reader") if format else _formats.detect(source.head, source.path)
     report(f"reading {source.path.name} ({fmt.name})", 0, None)
     try:

@@ -74,11 +74,14 @@ class _ClosingGzip(igzip.IGzipFile):
 @dataclass
 class Source:
     """A file to read.  ``head`` holds its first bytes, decompressed.  ``path`` is a :class:`Path`,
-    or a :class:`~traceconv.remote.URL` for a remote file (read through fsspec)."""
+    or a :class:`~traceconv.remote.URL` for a remote file (read through fsspec).  ``threads``
+    False: the reader keeps to as few threads as it can (one scanning thread, not two), where
+    other processes already keep every core busy (a merge's workers)."""
 
     path: Path | URL
     gzipped: bool
     head: bytes
+    threads: bool = True
 
     @property
     def name(self) -> str:

@@ -17,8 +17,9 @@ from .combine import _filter, named_span
 
 def load_rank(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
               window_name: str | None = None) -> Loaded:
-    """Read one file, apply the category and duration filters, and take what alignment needs."""
-    trace = load(path, fmt)
+    """Read one file, apply the category and duration filters, and take what alignment needs
+    (read with ``threads=False``, as it is encoded: the engine's workers keep the cores busy)."""
+    trace = load(path, fmt, threads=False)
     coll = _collectives(trace)
     steps = _steps(trace)
     dropped = _filter(trace, drop_cats, min_dur) if drop_cats or min_dur else {}
@@ -114,7 +115,7 @@ def reload_encode(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int
 def _reread(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int) -> Loaded:  # noqa: ANN001
     """The file read and filtered again for the second pass, without the alignment features the
     first pass already took (the collectives' args, the steps)."""
-    trace = load(path, fmt)
+    trace = load(path, fmt, threads=False)
     if drop_cats or min_dur:
         _filter(trace, drop_cats, min_dur)
     return Loaded(path, trace, {}, events=trace.event_count())
