@@ -27,8 +27,8 @@ def load(path: PathLike, format: str | None = None, *, threads: bool = True) -> 
 
     The format is detected from the content unless ``format`` names it.
     What the reader could not keep is in ``trace.diagnostics``.  ``threads`` False: a large
-    Chrome/Kineto file is scanned by one thread beside the reading one, not two (for a process
-    that is one of several keeping the cores busy, as a merge's workers are).
+    Chrome/Kineto file is scanned by one thread, not two, beside the one converting it (for a
+    process that is one of several keeping the cores busy, as a merge's workers are).
 
     >>> trace = load("tests/fixtures/mlagents/csharp_3DBall_timers.json")
     >>> trace.meta.source_format, len(trace.slices)

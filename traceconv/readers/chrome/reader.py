@@ -639,19 +639,19 @@ class ChromeReader:
         # strings its scan added to its table (in id order) and which table that is.
         batches: queue.Queue = queue.Queue(maxsize=1)
         stop = threading.Event()
-        # Two blocks are scanned at once (SCAN_THREADS): block k + 1 from where an event seems to start in it
-        # (_guess_start), beside block k.  Once block k is done, the event cut between the two
-        # blocks is scanned (the seam) and says where block k + 1's events truly start: the scan
-        # from the guess is used only if it started there (then it is the very scan made from
+        # Two blocks are scanned at once (SCAN_THREADS): block k + 1 from where an event seems to
+        # start in it (_guess_start), beside block k.  Once block k is done, the event cut between
+        # the two blocks is scanned (the seam) and says where block k + 1's events truly start: the
+        # scan from the guess is used only if it started there (then it is the very scan made from
         # there), else block k + 1 is scanned again from its true start (and its table cut back to
         # where it was).  Block k + 2's scan starts as soon as block k's is done, while block k's
         # rows are still being handed over, so the scanning threads do not wait for the converting
-        # one.  Block k uses table k % depth (scans at once cannot share one; a table is used by
-        # one block at a time) and seams a table of their own; the tables' strings are numbered in
-        # the order their file position gives.
+        # one.  Block k uses table k % depth (scans at once cannot share one; a table is used by one
+        # block at a time) and seams a table of their own; the tables' strings are numbered in the
+        # order their file position gives.
         depth = SCAN_DEPTH
-        # (a merge's worker, beside other workers on every core, scans one at a time: less CPU
-        # in all, fewer thread hand-overs, fewer blocks in memory at once)
+        # (a merge's worker, beside other workers on every core, scans one block at a time: fewer
+        # hand-overs between threads, less CPU in all and a lower peak; docs/design.md, "Eighth day")
         scanners = SCAN_THREADS if self.source is None or self.source.threads else 1
         tables = [strings] + [SCAN.Strings() for _ in range(depth)]
         seams = depth
