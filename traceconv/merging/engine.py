@@ -22,10 +22,16 @@ ENGINES = ("local", "dask")
 Progress = Callable[[int, int, Any], None]
 
 
-def _raise(e: BaseException, label: Any) -> None:
-    if isinstance(e, TraceconvError):
-        raise e.with_path(label) from None
-    raise e
+def _taken(get: Callable[[], Any], i: int, n: int, labels: Sequence[Any], progress: Progress | None) -> Any:
+    """Item ``i``'s result, ``get()`` (of ``n``; both engines and both of the local engine's
+    paths): a user error names the item's label, and the item is reported done."""
+    try:
+        res = get()
+    except TraceconvError as e:
+        raise e.with_path(labels[i]) from None
+    if progress:
+        progress(i + 1, n, labels[i])
+    return res
 
 
 class LocalEngine:
@@ -51,13 +57,7 @@ class LocalEngine:
         workers = self.workers or min(os.cpu_count() or 1, n)
         if workers <= 1 or n <= 1:
             for i, it in enumerate(items):
-                try:
-                    res = fn(*it)
-                except TraceconvError as e:
-                    _raise(e, labels[i])
-                if progress:
-                    progress(i + 1, n, labels[i])
-                yield res
+                yield _taken(lambda: fn(*it), i, n, labels, progress)
             return
         with ProcessPoolExecutor(max_workers=workers, initializer=memory.keep_freed) as pool:
             pending: list = []
@@ -68,13 +68,7 @@ class LocalEngine:
                         pending.append((nxt, pool.submit(fn, *items[nxt])))
                         nxt += 1
                     j, fut = pending.pop(0)
-                    try:
-                        res = fut.result()
-                    except TraceconvError as e:
-                        _raise(e, labels[j])
-                    if progress:
-                        progress(j + 1, n, labels[j])
-                    yield res
+                    yield _taken(fut.result, j, n, labels, progress)
             finally:
                 # an error, or the caller closing the generator early: what has not started is
                 # cancelled, and leaving the pool waits for what runs
@@ -141,12 +135,7 @@ class DaskEngine:
         n = len(futures)
         try:
             for i, fut in enumerate(futures):
-                try:
-                    res = fut.result()
-                except TraceconvError as e:
-                    _raise(e, labels[i])
-                if progress:
-                    progress(i + 1, n, labels[i])
+                res = _taken(fut.result, i, n, labels, progress)
                 futures[i] = None           # let the cluster forget it
                 fut.release()
                 yield res
