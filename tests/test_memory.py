@@ -46,3 +46,37 @@ def test_a_worker_keeps_a_freed_block_for_the_next_file():
 def test_elsewhere_a_freed_block_goes_back_to_the_system():
     held, freed = _held_freed("plain")
     assert held >= 31 and freed <= 1
+
+
+STREAM_PROBE = """
+import os, sys
+from traceconv import memory
+memory._c().mallopt(memory.M_TRIM_THRESHOLD, 128 << 10)
+memory.stream_start(1 << 20)                 # a file streamed 1 MB at a time
+statm = os.open("/proc/self/statm", os.O_RDONLY)
+def rss():
+    return int(os.pread(statm, 200, 0).split()[1]) * 4096
+base = rss()
+block = b"x" * int(sys.argv[1])              # malloc'd and written
+pin = b"y" * 100_000                          # malloc'd after it: the block is not the heap's top
+held = rss()
+del block
+print((held - base) >> 10, (rss() - base) >> 10)
+"""
+
+
+def _stream_held_freed(size: int) -> tuple[int, int]:
+    out = subprocess.run([sys.executable, "-c", STREAM_PROBE, str(size)], capture_output=True, text=True,
+                         check=True).stdout
+    held, freed = map(int, out.split())
+    return held, freed
+
+
+def test_while_streaming_a_block_stays_for_the_next_and_a_column_leaves_no_hole():
+    # a freed block of the stream's size stays in the heap, for the next block to reuse
+    held, freed = _stream_held_freed(1 << 20)
+    assert held >= 1000 and freed >= 1000
+    # an array past one and a half blocks (a model's column as it grows) is a mapping of its own:
+    # freed, nothing of it stays resident (in the heap it would leave a 2 MB hole behind the pin)
+    held, freed = _stream_held_freed(2 << 20)
+    assert held >= 2000 and freed <= 200

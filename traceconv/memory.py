@@ -7,10 +7,11 @@ the heap, where freed space stays in the process.  Over a million events that le
 freed heap in the resident set at the peak (``malloc_trim`` gave it back afterwards).  Fixing the
 threshold at 1 MB keeps such blocks mapped: measured on 1M Kineto events, peak RSS 476-494 MB ->
 416 MB, for ~0.4 s more of page faults.  While a file's text streams through (a 2 MB block and a
-batch's columns at a time, each freed before the next), the threshold is 4 MB instead
-(:func:`stream_start`/:func:`stream_end`): those blocks then reuse the heap's space instead of
-being fresh mappings the system zeroes and unmaps each time (1M Kineto events: ~0.5 s of CPU less,
-system time halved; the read's peak a few MB higher).  A worker process of a merge's pool, which
+batch's columns at a time, each freed before the next), the threshold is one and a half blocks
+instead (:func:`stream_start`/:func:`stream_end`): the blocks then reuse the heap's space instead
+of being fresh mappings the system zeroes and unmaps each time (1M Kineto events: ~0.5 s of CPU
+less, system time halved), while the model's growing columns, past that size, stay mappings that
+grow in place and leave no holes in the heap.  A worker process of a merge's pool, which
 reads one rank after another, keeps what it freed instead (:func:`keep_freed`): the next rank
 reuses it.  A no-op where there is no glibc.
 """
@@ -51,7 +52,6 @@ def _mallopt(param: int, value: int) -> None:
 
 
 MMAP_THRESHOLD = 1 << 20           # see above
-STREAM_MMAP_THRESHOLD = 4 << 20    # while a file's text streams through (see stream_start())
 KEEP_MMAP_THRESHOLD = 64 << 20     # in a pool's worker (see keep_freed())
 KEEP_TRIM_THRESHOLD = 64 << 20     # the free top of a worker's heap kept, at most (see keep_freed())
 _keep = False
@@ -65,15 +65,21 @@ def _set_threshold(n: int) -> None:
 _streaming = False
 
 
-def stream_start() -> None:
-    """While a big file's text streams through, a block (2 MB) and a batch's columns at a time:
-    blocks of up to 4 MB come from the heap, where the next block reuses the space the last one
-    freed, instead of each being a new mapping that the system zeroes page by page and unmaps
-    again (on 1M Kineto events: ~0.5 s of CPU less, much of it in the thread that reads the
-    file; the reading's peak a few MB higher, below the writer's).  :func:`stream_end` sets the
-    threshold back to 1 MB."""
+def stream_start(block: int) -> None:
+    """While a big file's text streams through, a ``block`` of bytes and a batch's columns at a
+    time: memory blocks of up to one and a half of those come from the heap, where the next block
+    reuses the space the last one freed, instead of each being a new mapping that the system
+    zeroes page by page and unmaps again (on 1M Kineto events: ~0.5 s of CPU less, much of it in
+    the thread that reads the file).  Anything larger -- the model's columns as they grow --
+    is a mapping of its own, which grows in place (``mremap``) and is unmapped when freed: kept
+    out of the heap, it leaves no holes there that only :func:`trim` would give back.  With the
+    threshold at 4 MB (for 2 MB blocks, kept when blocks became 1 MB) the 1M read needed a trim
+    every 8 blocks to stay within its memory and spent 0.70-0.79 s; at 1.5 MB, trimmed every 32
+    blocks, 0.65-0.67 s (CPU 1.11-1.21 -> 1.00-1.04 s, page faults 134-149k -> 82-91k), its
+    peak no higher (116-120 against 117-128 MiB; docs/design.md, "Ninth day").
+    :func:`stream_end` sets the threshold back to 1 MB."""
     global _streaming
-    _set_threshold(STREAM_MMAP_THRESHOLD)      # (any mallopt also ends glibc's dynamic threshold)
+    _set_threshold(block + block // 2)         # (any mallopt also ends glibc's dynamic threshold)
     _streaming = True
 
 

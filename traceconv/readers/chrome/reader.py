@@ -103,7 +103,8 @@ SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with th
 SCAN_DEPTH = 3              # blocks in flight in a streamed read: being scanned, or handed over
 SCAN_THREADS = 2            # blocks scanned at once (1 for a source read with threads=False)
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
-TRIM_BATCHES = 16           # the heap's free space goes back to the system every this many batches
+TRIM_BATCHES = 64           # the heap's free space goes back to the system every this many batches
+                            # (a block and the event cut before it are two: every 32 blocks)
 FAST = True                 # False: read every file with the whole-document decoder (the reference)
 
 # ---------------------------------------------------------------- numbers
@@ -517,7 +518,7 @@ class ChromeReader:
             f = src.open()
         except OSError:
             raise _ChunkFailure from None
-        memory.stream_start()
+        memory.stream_start(CHUNK_BYTES)
         try:
             with f:
                 raw = getattr(f, "fileobj", None) or f
