@@ -851,8 +851,9 @@ fn row_as_shape(t: &Table, s: &mut Shape, row: &[u8], out: &mut Vec<u8>) -> bool
 /// Annotations of rows: (bytes, end offset of each row's, flags: 1 = left to Python).
 type Encoded = (Vec<u8>, Vec<i64>, Vec<u8>);
 
-/// The annotations of `rows`.
-fn encode_rows(t: &Table, p: &mut Pred, data: &[u8], off: &[i64], rows: &[i64]) -> Result<Encoded, String> {
+/// The annotations of `rows`, into `into` (emptied first: its buffers are reused from step to step).
+fn encode_rows(t: &Table, p: &mut Pred, data: &[u8], off: &[i64], rows: &[i64], into: &mut Encoded)
+    -> Result<(), String> {
     let mut size = 0usize;
     for &r in rows {
         if r < 0 || r as usize + 1 >= off.len() {
@@ -860,20 +861,26 @@ fn encode_rows(t: &Table, p: &mut Pred, data: &[u8], off: &[i64], rows: &[i64]) 
         }
         size += row_bytes(data, off, r as usize)?.len();
     }
-    let mut out = Vec::with_capacity(size + size / 4 + 64); // annotations take about their JSON's size
-    let mut ends = Vec::with_capacity(rows.len());
-    let mut flags = vec![0u8; rows.len()];
+    let (out, ends, flags) = into;
+    out.clear();
+    ends.clear();
+    flags.clear();
+    out.reserve(size + size / 4 + 64); // annotations take about their JSON's size
+    ends.reserve(rows.len());
+    flags.resize(rows.len(), 0);
     for (j, &r) in rows.iter().enumerate() {
         let row = row_bytes(data, off, r as usize)?;
-        if !encode_row(t, p, row, &mut out) {
+        if !encode_row(t, p, row, out) {
             flags[j] = 1;
         }
         ends.push(out.len() as i64);
     }
-    Ok((out, ends, flags))
+    Ok(())
 }
 
-/// [`encode_rows`] in two halves on two threads (rayon) when there are enough rows; the same bytes.
+/// [`encode_rows`] in two halves on two threads (rayon) when there are enough rows (the second
+/// half's into `spare`, then appended); the same bytes.
+#[allow(clippy::too_many_arguments)]
 fn encode_rows_par(
     t: &Table,
     data: &[u8],
@@ -881,20 +888,24 @@ fn encode_rows_par(
     rows: &[i64],
     parallel_rows: usize,
     preds: &mut [Pred; 2],
-) -> Result<Encoded, String> {
+    into: &mut Encoded,
+    spare: &mut Encoded,
+) -> Result<(), String> {
     let [p0, p1] = preds;
     if rows.len() < parallel_rows.max(2) || rayon::current_num_threads() < 2 {
-        return encode_rows(t, p0, data, off, rows);
+        return encode_rows(t, p0, data, off, rows, into);
     }
     let (a, b) = rows.split_at(rows.len() / 2);
-    let (ra, rb) = rayon::join(|| encode_rows(t, p0, data, off, a), || encode_rows(t, p1, data, off, b));
-    let (mut out, mut ends, mut flags) = ra?;
-    let (out_b, ends_b, flags_b) = rb?;
+    let (ra, rb) = rayon::join(|| encode_rows(t, p0, data, off, a, into),
+                               || encode_rows(t, p1, data, off, b, spare));
+    ra?;
+    rb?;
+    let (out, ends, flags) = into;
     let base = out.len() as i64;
-    out.extend_from_slice(&out_b);
-    ends.extend(ends_b.into_iter().map(|e| e + base));
-    flags.extend(flags_b);
-    Ok((out, ends, flags))
+    out.extend_from_slice(&spare.0);
+    ends.extend(spare.1.iter().map(|e| e + base));
+    flags.extend_from_slice(&spare.2);
+    Ok(())
 }
 
 fn offsets(ends: &[i64]) -> Vec<i64> {
@@ -1063,9 +1074,11 @@ impl ArgsTable {
     ) -> PyResult<EncodedArrays<'py>> {
         let (data, off, rows) = (column(&data), column(&off), column(&rows));
         let t = &self.t;
-        let (out, ends, flags) = py
-            .detach(|| encode_rows_par(t, &data, &off, &rows, parallel_rows, &mut Default::default()))
+        let (mut got, mut spare) = Default::default();
+        py.detach(|| encode_rows_par(t, &data, &off, &rows, parallel_rows, &mut Default::default(), &mut got,
+                                     &mut spare))
             .map_err(PyValueError::new_err)?;
+        let (out, ends, flags) = got;
         Ok((out.into_pyarray(py), offsets(&ends).into_pyarray(py), flags.into_pyarray(py)))
     }
 }
@@ -1116,6 +1129,19 @@ pub struct EventEncoder {
     /// the predictions of pass 2 (one set per thread), kept from step to step
     preds_s: [Pred; 2],
     preds_i: [Pred; 2],
+    /// a step's buffers, kept for the next step (see [`Scratch`])
+    scratch: Scratch,
+}
+
+/// The buffers a step fills and empties, kept from step to step: the annotations of its slices and
+/// instants (each in two halves, one per thread) and the second half of its packets.  Made anew
+/// for each step, they were fresh mappings (each past glibc's mmap threshold) that the system
+/// zeroed page by page: ~50k of the 1M conversion's ~180k page faults.
+#[derive(Default)]
+struct Scratch {
+    s: [Encoded; 2],
+    i: [Encoded; 2],
+    packets: Vec<u8>,
 }
 
 /// (slice, flow id) of every flow end of one kind, by slice then id: a slice's ids are a range
@@ -1279,6 +1305,7 @@ impl EventEncoder {
         Ok(EventEncoder {
             table, codes, seq_id, flags, uuids, name_iids, cat_iids, default_uuid, s: slices, i: instants, c: counters, fo, fi,
             last, flow_ids, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
+            scratch: Default::default(),
         })
     }
 
@@ -1311,15 +1338,17 @@ impl EventEncoder {
         let t = &table.t;
         let par = self.parallel_rows;
         let (ps, pi) = (&mut self.preds_s, &mut self.preds_i);
-        let ((sa, se, sf), (ia, ie, if_)) = py
-            .detach(|| {
-                Ok::<_, String>((encode_rows_par(t, sd, so, &rows_s, par, ps)?,
-                                 encode_rows_par(t, id, io, &rows_i, par, pi)?))
-            })
-            .map_err(PyValueError::new_err)?;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let Scratch { s: [s_got, s_spare], i: [i_got, i_spare], packets: spare } = &mut scratch;
+        py.detach(|| {
+            encode_rows_par(t, sd, so, &rows_s, par, ps, s_got, s_spare)?;
+            encode_rows_par(t, id, io, &rows_i, par, pi, i_got, i_spare)
+        })
+        .map_err(PyValueError::new_err)?;
+        let ((sa, se, sf), (ia, ie, if_)) = (&*s_got, &*i_got);
         // the rows left to the Python encoder
         let mut parts: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
-        for (w, (rows, flags)) in [(&rows_s, &sf), (&rows_i, &if_)].into_iter().enumerate() {
+        for (w, (rows, flags)) in [(&rows_s, sf), (&rows_i, if_)].into_iter().enumerate() {
             let left: Vec<i64> = rows.iter().zip(flags.iter()).filter(|(_, &f)| f != 0).map(|(&r, _)| r).collect();
             if !left.is_empty() {
                 let got = fallback.call1((w, left.clone().into_pyarray(py)))?;
@@ -1334,14 +1363,15 @@ impl EventEncoder {
         }
         let a = Assembly {
             enc: &*self, kind: &kind, time: &time, index: &index, st, sn, sc, it, inm, ic, ct, cb,
-            s_ann: Anns { text: &sa, ends: &se, flags: &sf, python: &parts[0] },
-            i_ann: Anns { text: &ia, ends: &ie, flags: &if_, python: &parts[1] },
+            s_ann: Anns { text: sa, ends: se, flags: sf, python: &parts[0] },
+            i_ann: Anns { text: ia, ends: ie, flags: if_, python: &parts[1] },
         };
         let last = self.last;
-        let out = py
-            .detach(|| {
+        // (the step's packets: handed to Python, so a new buffer each step, made once at its size)
+        let mut out = Vec::with_capacity(a.room(0, n));
+        py.detach(|| {
                 if n < par.max(2) || rayon::current_num_threads() < 2 {
-                    return a.packets(0, n, Start { last, ..Default::default() });
+                    return a.packets(0, n, Start { last, ..Default::default() }, &mut out);
                 }
                 // two halves on two threads: the second starts where the first ends (its row
                 // counters, and the time its first delta is from)
@@ -1353,13 +1383,16 @@ impl EventEncoder {
                     fs: sf[..js].iter().filter(|&&f| f != 0).count(),
                     fi: if_[..ji].iter().filter(|&&f| f != 0).count(),
                 };
-                let (x, y) = rayon::join(|| a.packets(0, m, Start { last, ..Default::default() }),
-                                         || a.packets(m, n, second));
-                let mut out = x?;
-                out.extend_from_slice(&y?);
-                Ok(out)
+                spare.clear();
+                let (x, y) = rayon::join(|| a.packets(0, m, Start { last, ..Default::default() }, &mut out),
+                                         || a.packets(m, n, second, spare));
+                x?;
+                y?;
+                out.extend_from_slice(spare);
+                Ok(())
             })
             .map_err(PyValueError::new_err)?;
+        self.scratch = scratch;
         if n > 0 {
             self.last = time[n - 1];
         }
@@ -1420,16 +1453,21 @@ struct Assembly<'a> {
 }
 
 impl Assembly<'_> {
-    /// The packets of events `lo..hi`.
-    fn packets(&self, lo: usize, hi: usize, at: Start) -> Result<Vec<u8>, String> {
+    /// About the bytes of the packets of events `lo..hi`: their share of the annotations, and a
+    /// packet's own fields.
+    fn room(&self, lo: usize, hi: usize) -> usize {
+        let n = self.kind.len().max(1);
+        (self.s_ann.text.len() + self.i_ann.text.len()) / n * (hi - lo) + 48 * (hi - lo)
+    }
+
+    /// The packets of events `lo..hi`, added to `out`.
+    fn packets(&self, lo: usize, hi: usize, at: Start, out: &mut Vec<u8>) -> Result<(), String> {
         let enc = self.enc;
         let [k_begin, k_end, k_instant, k_counter] = enc.codes;
         let (uuids, name_iids, cat_iids) = (&enc.uuids, &enc.name_iids, &enc.cat_iids);
         let (nn, nc, nt) = (name_iids.len(), cat_iids.len(), uuids.len());
         let Start { mut last, mut js, mut ji, mut fs, mut fi } = at;
-        // (about this part's share of the annotations, and a packet's own fields)
-        let n = self.kind.len().max(1);
-        let mut out = Vec::with_capacity((self.s_ann.text.len() + self.i_ann.text.len()) / n * (hi - lo) + 48 * (hi - lo));
+        out.reserve(self.room(lo, hi));
         for e in lo..hi {
             let k = self.kind[e];
             let t = self.time[e];
@@ -1460,10 +1498,10 @@ impl Assembly<'_> {
             } else {
                 return Err(format!("run: unknown event kind {k}"));
             };
-            put_packet(&mut out, delta, enc.seq_id, enc.flags, enc.default_uuid, enc.flow_ids, &ev);
+            put_packet(out, delta, enc.seq_id, enc.flags, enc.default_uuid, enc.flow_ids, &ev);
             last = t;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
