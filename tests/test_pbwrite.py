@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import types
 from collections import Counter
 
 import numpy as np
@@ -27,6 +28,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 import traceconv
 from traceconv import _core
 from traceconv.model import Trace
+from traceconv.model.layout import nest
 from traceconv.writers import perfetto as pw
 
 enc = _core.encode
@@ -793,6 +795,48 @@ def test_two_threads_write_the_same_bytes_as_one(tmp_path, monkeypatch):
     traceconv.save(t, tmp_path / "one.pftrace")
     assert (tmp_path / "two.pftrace").read_bytes() == (tmp_path / "one.pftrace").read_bytes()
     assert_outputs_agree(t, tmp_path)
+
+
+def test_the_steps_share_one_buffer_only_when_written_to_a_file(monkeypatch, tmp_path):
+    """A file's writer is done with a step's bytes when write() returns, so the encoder hands every
+    step's packets out through one buffer; a file object that may keep what it is given (here: it
+    keeps every view) gets each step's bytes in a buffer of their own.  Both are the same bytes."""
+    t = Trace("test")
+    th = t.thread(t.process(1, "p"), 1, "t")
+    for i in range(3000):
+        t.add_slice(th.track, i * 10, 5, f"s{i % 7}", "c", {"i": i, "s": "x" * (i % 50)})
+    nest(t)
+    monkeypatch.setattr(pw, "_STEP", 500)
+    handed: list = []                         # the buffer each step's packets came in (kept alive)
+
+    class Encoder:                            # the compiled encoder, watched
+        def __init__(self, *a, **k):
+            self.enc = real(*a, **k)
+
+        def run(self, *a):
+            buf, n = self.enc.run(*a)
+            handed.append(buf)
+            return buf, n
+
+    real = pw._enc.EventEncoder
+    monkeypatch.setattr(pw, "_enc", types.SimpleNamespace(**{**vars(pw._enc), "EventEncoder": Encoder}))
+
+    class Keeper:
+        def __init__(self):
+            self.kept: list = []
+
+        def write(self, b):
+            self.kept.append(b)
+            return len(b)
+
+    keeper = Keeper()
+    pw.write(t, keeper)
+    steps = len(handed)
+    assert steps >= 12 and len({id(v.obj) for v in keeper.kept if isinstance(v, memoryview)}) == steps
+    with open(tmp_path / "out.pftrace", "wb") as f:
+        pw.write(t, f)
+    assert len(handed) == 2 * steps and len({id(b) for b in handed[steps:]}) <= 2     # (grown at most once)
+    assert (tmp_path / "out.pftrace").read_bytes() == b"".join(bytes(v) for v in keeper.kept)
 
 
 @pytest.mark.parametrize("f, text", [

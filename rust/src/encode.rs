@@ -1134,14 +1134,13 @@ pub struct EventEncoder {
 }
 
 /// The buffers a step fills and empties, kept from step to step: the annotations of its slices and
-/// instants (each in two halves, one per thread) and the second half of its packets.  Made anew
-/// for each step, they were fresh mappings (each past glibc's mmap threshold) that the system
-/// zeroed page by page: ~50k of the 1M conversion's ~180k page faults.
+/// instants, and its packets (each in two halves, one per thread).  Made anew for each step, they
+/// were fresh mappings (each past glibc's mmap threshold) that the system zeroed page by page.
 #[derive(Default)]
 struct Scratch {
     s: [Encoded; 2],
     i: [Encoded; 2],
-    packets: Vec<u8>,
+    packets: [Vec<u8>; 2],
 }
 
 /// (slice, flow id) of every flow end of one kind, by slice then id: a slice's ids are a range
@@ -1309,9 +1308,14 @@ impl EventEncoder {
         })
     }
 
-    /// run(time int64, kind int8/any int, index int64, fallback) -> uint8 array: the packets of these events
-    /// (a step of the stream).  Rows the encoder leaves alone go to `fallback(0 for slices or 1 for
-    /// instants, rows int64 array) -> list of bytes` (their encoded annotations).
+    /// run(time int64, kind int8/any int, index int64, fallback, buf=None) -> (uint8 array, n): the
+    /// packets of these events (a step of the stream) are the array's first n bytes.  The array
+    /// is `buf` when it is given and has room (a buffer the caller reuses from step to step, done
+    /// with before the next call); a new one with room to spare for the next steps when `buf` is
+    /// too small; without `buf`, a new one of the step's bytes alone.  Rows
+    /// the encoder leaves alone go to `fallback(0 for slices or 1 for instants, rows int64 array)
+    /// -> list of bytes` (their encoded annotations).
+    #[pyo3(signature = (time, kind, index, fallback, buf = None))]
     fn run<'py>(
         &mut self,
         py: Python<'py>,
@@ -1319,7 +1323,8 @@ impl EventEncoder {
         kind: Column<'py, i64>,
         index: Column<'py, i64>,
         fallback: Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        buf: Option<Bound<'py, PyArray1<u8>>>,
+    ) -> PyResult<(Bound<'py, PyArray1<u8>>, usize)> {
         let (time, kind, index) = (column(&time), column(&kind), column(&index));
         let n = time.len();
         same_length("run", &[n, kind.len(), index.len()])?;
@@ -1339,7 +1344,7 @@ impl EventEncoder {
         let par = self.parallel_rows;
         let (ps, pi) = (&mut self.preds_s, &mut self.preds_i);
         let mut scratch = std::mem::take(&mut self.scratch);
-        let Scratch { s: [s_got, s_spare], i: [i_got, i_spare], packets: spare } = &mut scratch;
+        let Scratch { s: [s_got, s_spare], i: [i_got, i_spare], packets: [out, spare] } = &mut scratch;
         py.detach(|| {
             encode_rows_par(t, sd, so, &rows_s, par, ps, s_got, s_spare)?;
             encode_rows_par(t, id, io, &rows_i, par, pi, i_got, i_spare)
@@ -1367,11 +1372,11 @@ impl EventEncoder {
             i_ann: Anns { text: ia, ends: ie, flags: if_, python: &parts[1] },
         };
         let last = self.last;
-        // (the step's packets: handed to Python, so a new buffer each step, made once at its size)
-        let mut out = Vec::with_capacity(a.room(0, n));
+        out.clear();
+        spare.clear();
         py.detach(|| {
                 if n < par.max(2) || rayon::current_num_threads() < 2 {
-                    return a.packets(0, n, Start { last, ..Default::default() }, &mut out);
+                    return a.packets(0, n, Start { last, ..Default::default() }, out);
                 }
                 // two halves on two threads: the second starts where the first ends (its row
                 // counters, and the time its first delta is from)
@@ -1383,20 +1388,43 @@ impl EventEncoder {
                     fs: sf[..js].iter().filter(|&&f| f != 0).count(),
                     fi: if_[..ji].iter().filter(|&&f| f != 0).count(),
                 };
-                spare.clear();
-                let (x, y) = rayon::join(|| a.packets(0, m, Start { last, ..Default::default() }, &mut out),
+                let (x, y) = rayon::join(|| a.packets(0, m, Start { last, ..Default::default() }, out),
                                          || a.packets(m, n, second, spare));
                 x?;
-                y?;
-                out.extend_from_slice(spare);
-                Ok(())
+                y
             })
             .map_err(PyValueError::new_err)?;
+        // the two halves into the caller's buffer (kept: they are not handed over), or without a
+        // buffer, as they are (the first half's buffer goes with them, made anew next step)
+        let (first, size) = (out.len(), out.len() + spare.len());
+        let arr = match buf {
+            None => {
+                let mut all = std::mem::take(out);
+                all.extend_from_slice(spare);
+                all.into_pyarray(py)
+            }
+            Some(b) => {
+                let b = if numpy::PyUntypedArrayMethods::len(&b) >= size {
+                    b
+                } else {
+                    // (zeroed by the system, not written: only the pages the steps fill are touched)
+                    PyArray1::zeros(py, size + size / 4, false)
+                };
+                let mut w = b
+                    .try_readwrite()
+                    .map_err(|e| PyValueError::new_err(format!("run: the buffer cannot be written ({e})")))?;
+                let dst = w.as_slice_mut().map_err(|_| PyValueError::new_err("run: the buffer is not contiguous"))?;
+                dst[..first].copy_from_slice(out);
+                dst[first..size].copy_from_slice(spare);
+                drop(w);
+                b
+            }
+        };
         self.scratch = scratch;
         if n > 0 {
             self.last = time[n - 1];
         }
-        Ok(out.into_pyarray(py)) // (the bytes handed over as they are: no copy)
+        Ok((arr, size))
     }
 }
 

@@ -645,7 +645,14 @@ class _Events:
             self.t0, default_uuid=self.default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else _NEVER,
             flow_ids=flow_ids)
         # the stream a window at a time, each in steps: the annotations of a step's rows exist for
-        # that step only
+        # that step only.  A file's own writer (and BytesIO) is done with the bytes it is given
+        # when write() returns, so there each step's packets go through one buffer, reused (made
+        # anew for each step, it was ~700 pages the system zeroed per step); any other file
+        # object gets a buffer of its own for each step.  On one thread (a merge's worker, which
+        # keeps what it frees for the next step anyway) the encoder's bytes are handed over as
+        # they are: a buffer beside them would only add to the worker's peak.
+        reuse = pool is not None and type(out) in (io.BufferedWriter, io.FileIO, io.BytesIO)
+        buf = None
         done = 0
         for time, kind, index in _ahead(self.window, self.windows, pool):
             # what sorting this window and encoding the last one freed, back to the system (most of
@@ -656,9 +663,10 @@ class _Events:
             for lo in range(0, size, _STEP):
                 report("writing Perfetto protobuf", done + lo, total)
                 hi = min(lo + _STEP, size)
-                # (a uint8 array handed over by the encoder, written through a memoryview: a plain
-                # buffer to any file object, never an array to add to)
-                out.write(memoryview(enc.run(time[lo:hi], kind[lo:hi], index[lo:hi], fallback)))
+                # (the step's bytes written through a memoryview: a plain buffer to any file
+                # object, never an array to add to)
+                buf, n = enc.run(time[lo:hi], kind[lo:hi], index[lo:hi], fallback, buf if reuse else None)
+                out.write(memoryview(buf)[:n])
                 s.args.forget()
                 ins.args.forget()
             done += size
