@@ -6,6 +6,9 @@ writers make of the lanes."""
 
 from __future__ import annotations
 
+import multiprocessing
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -65,6 +68,45 @@ def test_slice_order_is_numpys_stable_lexsort(rows):
     got = _core.nest.slice_order(ts, dur, track)
     assert got.dtype == np.int64
     assert got.tolist() == np.lexsort((-dur, ts, track)).tolist()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_slice_order_of_many_slices_is_numpys_stable_lexsort(seed):
+    # enough slices for the key sort to run on two threads (rayon's parallel sort): many ties of
+    # (track, start), and runs already in order, as a real trace's
+    rng = np.random.default_rng(seed)
+    n = 200_000
+    track = rng.integers(0, 40, n).astype(np.int32)
+    ts = np.sort(rng.integers(0, n // 3, n)).astype(np.int64)
+    ts[rng.random(n) < 0.2] = 7                    # one start shared by many
+    dur = rng.integers(-1, 50, n).astype(np.int64)
+    got = _core.nest.slice_order(ts, dur, track)
+    assert got.tolist() == np.lexsort((-dur, ts, track)).tolist()
+
+
+def _order_in_child(q, ts, dur, track):
+    q.put(_core.nest.slice_order(ts, dur, track).tolist())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork")
+def test_a_forked_child_sorts_many_slices_after_its_parent_did():
+    # a merge's workers are forked from a process that may already have sorted (and so started
+    # whatever threads its sort uses): the child must sort on threads of its own, not wait forever
+    rng = np.random.default_rng(3)
+    n = 150_000
+    track = rng.integers(0, 9, n).astype(np.int32)
+    ts, dur = rng.integers(0, 1000, n).astype(np.int64), rng.integers(0, 9, n).astype(np.int64)
+    want = _core.nest.slice_order(ts, dur, track).tolist()
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_order_in_child, args=(q, ts, dur, track))
+    p.start()
+    try:
+        assert q.get(timeout=30) == want
+    finally:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
 
 
 def test_kernel_takes_lists_and_refuses_an_order_that_is_not_a_permutation():
