@@ -218,6 +218,26 @@ def test_generated_ranks_with_skew_align_by_collectives(tmp_path):
     assert any("--drop-cat" in m for m in notes)
 
 
+def test_a_window_named_after_slices_none_of_which_is_kept_is_one_error_line(tmp_path):
+    # (found by the fuzz campaign of 2026-11-26, seed 20261141: "a" was a slice of 1 us that
+    # --min-dur 5us dropped, its name still a string of the merged trace: a traceback, exit 70)
+    a, b = tmp_path / "rank0.json", tmp_path / "rank1.json"
+    a.write_text(json.dumps([{"ph": "X", "name": "a", "ts": 0, "dur": 1, "pid": 1, "tid": 1},
+                             {"ph": "X", "name": "b", "ts": 10, "dur": 20, "pid": 1, "tid": 1}]))
+    b.write_text(json.dumps([{"ph": "i", "name": "c", "ts": 5, "pid": 2, "tid": 2, "s": "t"},
+                             {"ph": "X", "name": "b", "ts": 12, "dur": 20, "pid": 2, "tid": 2}]))
+    for window, kw in (("a", {"min_dur": "5us"}), ("c", {})):     # dropped; an instant's name only
+        with pytest.raises(TraceconvError, match=f"window: no slice named '{window}' in any rank"):
+            traceconv.merge([a, b], tmp_path / "o.pftrace", window=window, align_method="none", **kw)
+    res = traceconv.merge([a, b], tmp_path / "o.pftrace", window="a", align_method="none")  # kept: its span
+    assert [(s.name, s.ts) for s in read_perfetto(tmp_path / "o.pftrace").slices] == [("a", 0)]
+    r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(a), str(b), "--align", "none",
+                        "--window", "a", "--min-dur", "5us", "-o", str(tmp_path / "c.pftrace")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no slice named 'a'" in r.stderr
+    assert res.output_format == "perfetto" and not (tmp_path / "c.pftrace").exists()
+
+
 def test_archive_holds_one_file_per_rank_and_the_offsets(tmp_path):
     res = traceconv.merge(COMPOSER, tmp_path / "run.tar")
     assert res.output_format == "perfetto-archive"

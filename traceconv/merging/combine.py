@@ -186,23 +186,26 @@ def _rank_tracks(dst: Trace, src: Trace, rank: int, lanes: bool) -> np.ndarray:
 
 
 def _named_window(trace: Trace, name: str) -> tuple[int, int]:
-    sid = trace.strings._ids.get(name)
-    if sid is None:
+    span = named_span(trace, name)
+    if span is None:
         raise TraceconvError(f"{{opt:window}}: no slice named '{name}' in any rank")
-    s = trace.slices
-    names = np.frombuffer(s.name, dtype=np.int32)
-    idx = np.nonzero(names == sid)[0]
-    ts = np.frombuffer(s.ts, dtype=np.int64)[idx]
-    dur = np.frombuffer(s.dur, dtype=np.int64)[idx]
-    return int(ts.min()), int((ts + dur).max())
-
+    return span
 
 
 def named_span(trace: Trace, name: str) -> tuple[int, int] | None:
-    """(first start, last end) of the slices named ``name``, or None."""
-    if trace.strings._ids.get(name) is None:
+    """(first start, last end) of the slices named ``name``, or None if there is none (the name
+    may still be a string of the trace: an instant's, a category's, or a slice's that a filter
+    dropped)."""
+    sid = trace.strings._ids.get(name)
+    if sid is None:
         return None
-    return _named_window(trace, name)
+    s = trace.slices
+    idx = np.flatnonzero(np.frombuffer(s.name, dtype=np.int32) == sid)
+    if not len(idx):
+        return None
+    ts = np.frombuffer(s.ts, dtype=np.int64)[idx]
+    dur = np.frombuffer(s.dur, dtype=np.int64)[idx]
+    return int(ts.min()), int((ts + dur).max())
 
 
 def resolve_window(window: Window, start: int | None, spans: list[tuple[int, int]]) -> tuple[int, int]:
