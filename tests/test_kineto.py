@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import traceconv
 from traceconv.readers.chrome.kineto import KinetoReader
@@ -246,3 +249,42 @@ def test_memory_counters_in_time_order_across_devices_with_odd_values(tmp_path):
     assert notes["[memory] values beyond the range of a double (kept in the events' args) were left out "
                  "of the memory counters"] == 1
     assert len(trace.instants) == 7
+
+
+_MEMORY_VALUES = st.one_of(
+    st.integers(-2**70, 2**70), st.integers(-10, 10**12), st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(), st.none(), st.text(max_size=3), st.lists(st.integers(0, 3), max_size=2))
+_MEMORY_KEYS = ["Device Type", "Device Id", "Total Allocated", "Total Reserved", "Bytes", "Addr"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.dictionaries(st.sampled_from(_MEMORY_KEYS),
+                                          st.one_of(st.integers(-1, 3), _MEMORY_VALUES)),
+                          st.one_of(st.integers(0, 3), st.just("Spans"))), max_size=12),
+       st.integers(1, 4))
+def test_memory_args_read_the_typed_way_are_what_the_general_way_reads(rows, batches):
+    """[memory] args as PyTorch writes them are decoded into typed fields (no Python call per
+    value); any batch with another shape (a bool, a string, null, a number beyond a double, a
+    float place) takes the general way.  Both give the same places, values and counts."""
+    from traceconv.readers.chrome.kineto import _MemoryEvents
+    raw = [json.dumps(a).encode() for a, _ in rows]
+    fast, ref = _MemoryEvents(), _MemoryEvents()
+    step = max(1, len(rows) // batches)
+    for lo in range(0, len(rows), step):
+        ts = list(range(lo, min(lo + step, len(rows))))
+        pid = [p for _, p in rows[lo:lo + step]]
+        fast.add(ts, pid, raw[lo:lo + step])
+        ref.add_any(ts, pid, raw[lo:lo + step])
+    assert fast.places == ref.places and fast.too_big == ref.too_big
+    assert fast.ts == ref.ts and fast.place == ref.place and fast.no_total == ref.no_total
+    assert [v.tobytes() for v in fast.values] == [v.tobytes() for v in ref.values]   # (NaN compared too)
+
+
+def test_typical_memory_args_take_the_typed_way(monkeypatch):
+    from traceconv.readers.chrome import kineto
+    events = kineto._MemoryEvents()
+    monkeypatch.setattr(events, "add_any", lambda *a: pytest.fail("took the general way"))
+    events.add([1, 2], [7, 7], [b'{"Total Reserved":20,"Total Allocated":10,"Bytes":4096,"Addr":1,'
+                                b'"Device Type":1,"Device Id":0}', b'{"Bytes":-4096,"Device Type":0,"Device Id":-1}'])
+    assert events.places == [(1, 0, 7, True), (0, -1, 7, True)]
+    assert list(events.values[0])[0] == 10.0 and events.no_total.tolist() == [0, 1]
