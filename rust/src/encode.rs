@@ -1129,8 +1129,9 @@ pub struct EventEncoder {
     /// the predictions of pass 2 (one set per thread), kept from step to step
     preds_s: [Pred; 2],
     preds_i: [Pred; 2],
-    /// a step's buffers, kept for the next step (see [`Scratch`])
+    /// a step's buffers, kept for the next step (see [`Scratch`]) once `keeps`
     scratch: Scratch,
+    keeps: bool,
 }
 
 /// The buffers a step fills and empties, kept from step to step: the annotations of its slices and
@@ -1304,7 +1305,7 @@ impl EventEncoder {
         Ok(EventEncoder {
             table, codes, seq_id, flags, uuids, name_iids, cat_iids, default_uuid, s: slices, i: instants, c: counters, fo, fi,
             last, flow_ids, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
-            scratch: Default::default(),
+            scratch: Default::default(), keeps: false,
         })
     }
 
@@ -1420,7 +1421,14 @@ impl EventEncoder {
                 b
             }
         };
-        self.scratch = scratch;
+        // kept for the next steps once a step has been split over two threads (a conversion's;
+        // its windows' last steps are often too short to split): on one thread (a merge's worker,
+        // whose heap keeps what it frees) the buffers freed here serve the next step's
+        // allocations, and kept beside them they raised its peak (+3-5 MiB)
+        self.keeps |= n >= par.max(2);
+        if self.keeps {
+            self.scratch = scratch;
+        }
         if n > 0 {
             self.last = time[n - 1];
         }
