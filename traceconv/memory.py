@@ -6,7 +6,7 @@ size (up to 32 MB), so that later blocks of a few MB -- the readers' per-batch a
 the heap, where freed space stays in the process.  Over a million events that left ~110 MB of
 freed heap in the resident set at the peak (``malloc_trim`` gave it back afterwards).  Fixing the
 threshold at 1 MB keeps such blocks mapped: measured on 1M Kineto events, peak RSS 476-494 MB ->
-416 MB, for ~0.4 s more of page faults.  While a file's text streams through (a 2 MB block and a
+416 MB, for ~0.4 s more of page faults.  While a file's text streams through (a block and a
 batch's columns at a time, each freed before the next), the threshold is one and a half blocks
 instead (:func:`stream_start`/:func:`stream_end`): the blocks then reuse the heap's space instead
 of being fresh mappings the system zeroes and unmaps each time (1M Kineto events: ~0.5 s of CPU

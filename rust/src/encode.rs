@@ -25,7 +25,7 @@
 //!   orjson as the integer 0).
 //! * **Packets.**  [`EventEncoder::run`] writes the `TracePacket`s of a step of the writer's event
 //!   stream: its args on two threads (rayon) once the step has enough rows, then the packets.
-//!   The GIL is released while it works.
+//!   The GIL is released while it works; its buffers are kept from step to step ([`Scratch`]).
 
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
@@ -1376,25 +1376,25 @@ impl EventEncoder {
         out.clear();
         spare.clear();
         py.detach(|| {
-                if n < par.max(2) || rayon::current_num_threads() < 2 {
-                    return a.packets(0, n, Start { last, ..Default::default() }, out);
-                }
-                // two halves on two threads: the second starts where the first ends (its row
-                // counters, and the time its first delta is from)
-                let m = n / 2;
-                let js = kind[..m].iter().filter(|&&k| k == k_begin).count();
-                let ji = kind[..m].iter().filter(|&&k| k == k_instant).count();
-                let second = Start {
-                    last: time[m - 1], js, ji,
-                    fs: sf[..js].iter().filter(|&&f| f != 0).count(),
-                    fi: if_[..ji].iter().filter(|&&f| f != 0).count(),
-                };
-                let (x, y) = rayon::join(|| a.packets(0, m, Start { last, ..Default::default() }, out),
-                                         || a.packets(m, n, second, spare));
-                x?;
-                y
-            })
-            .map_err(PyValueError::new_err)?;
+            if n < par.max(2) || rayon::current_num_threads() < 2 {
+                return a.packets(0, n, Start { last, ..Default::default() }, out);
+            }
+            // two halves on two threads: the second starts where the first ends (its row
+            // counters, and the time its first delta is from)
+            let m = n / 2;
+            let js = kind[..m].iter().filter(|&&k| k == k_begin).count();
+            let ji = kind[..m].iter().filter(|&&k| k == k_instant).count();
+            let second = Start {
+                last: time[m - 1], js, ji,
+                fs: sf[..js].iter().filter(|&&f| f != 0).count(),
+                fi: if_[..ji].iter().filter(|&&f| f != 0).count(),
+            };
+            let (x, y) = rayon::join(|| a.packets(0, m, Start { last, ..Default::default() }, out),
+                                     || a.packets(m, n, second, spare));
+            x?;
+            y
+        })
+        .map_err(PyValueError::new_err)?;
         // the two halves into the caller's buffer (kept: they are not handed over), or without a
         // buffer, as they are (the first half's buffer goes with them, made anew next step)
         let (first, size) = (out.len(), out.len() + spare.len());

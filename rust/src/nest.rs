@@ -309,7 +309,7 @@ const PAR_SORT: usize = 1 << 16;
 /// sorted in two halves at once, a thread of its own for the first (spawned here, not taken from
 /// rayon's pool: a merge's worker forked from a process whose pool had started would wait
 /// forever for threads it does not have), and the halves merged: on the bench's 630k slices
-/// 24 -> 13 ms, and called twice by each conversion's nesting and once by its flows.
+/// 24 -> 10-13 ms, and called twice by each conversion's nesting and once by its flows.
 fn sort_keys(keys: &mut [(i32, i64, u32)]) -> Vec<u32> {
     let two = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
     if keys.len() < PAR_SORT || !two {
