@@ -72,8 +72,8 @@ def test_slice_order_is_numpys_stable_lexsort(rows):
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_slice_order_of_many_slices_is_numpys_stable_lexsort(seed):
-    # enough slices for the key sort to run on two threads (rayon's parallel sort): many ties of
-    # (track, start), and runs already in order, as a real trace's
+    # enough slices for the key sort to run in two halves on two threads, then merged: many ties
+    # of (track, start), and runs already in order, as a real trace's
     rng = np.random.default_rng(seed)
     n = 200_000
     track = rng.integers(0, 40, n).astype(np.int32)

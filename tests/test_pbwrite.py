@@ -807,6 +807,7 @@ def test_the_steps_share_one_buffer_only_when_written_to_a_file(monkeypatch, tmp
         t.add_slice(th.track, i * 10, 5, f"s{i % 7}", "c", {"i": i, "s": "x" * (i % 50)})
     nest(t)
     monkeypatch.setattr(pw, "_STEP", 500)
+    monkeypatch.setattr(pw.os, "cpu_count", lambda: 2)     # (the writer's second thread: on any machine)
     handed: list = []                         # the buffer each step's packets came in (kept alive)
 
     class Encoder:                            # the compiled encoder, watched
