@@ -1,5 +1,5 @@
 //! Flow binding and linking, for the v1 flow events (`s`/`t`/`f`) of
-//! `traceconv.convert.chrome.ChromeReader._resolve_v1`.
+//! `traceconv.readers.chrome.reader.ChromeReader._resolve_v1`.
 //!
 //! `bind`: the rule is Perfetto's (its JSON importer sorts events stably by time, then a flow
 //! point binds to what is open on its thread at that moment); `ChromeReader._bind_flow_points`

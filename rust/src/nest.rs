@@ -1,6 +1,6 @@
-//! Lane assignment and nesting, for `traceconv.layout.nest`: the fewest slices moved.
+//! Lane assignment and nesting, for `traceconv.model.layout.nest`: the fewest slices moved.
 //!
-//! Slices are visited in the order `traceconv.layout.slice_order` gives (track, start, longer
+//! Slices are visited in the order `traceconv.model.layout.slice_order` gives (track, start, longer
 //! first, input order).  Each track has lanes: lane 0 is the track itself, lanes 1, 2, ... are its
 //! "overlap" tracks.  Every lane keeps a stack of its open slices.  A slice goes:
 //!
@@ -17,7 +17,7 @@
 //! any lane of its track (of each lane's innermost open slice that encloses it, the one that
 //! started last; the first lane's on a tie).
 //!
-//! `traceconv.layout.nest_reference` states the rule in plain Python; the property tests in
+//! `traceconv.model.layout.nest_reference` states the rule in plain Python; the property tests in
 //! `tests/test_layout_lanes.py` compare it with this loop on random inputs.  The loop keeps every
 //! lane's stack as a linked list through the slices themselves (`below`), so it allocates nothing
 //! per slice.  It is sequential by nature (each slice depends on the ones before it on its
