@@ -626,3 +626,25 @@ def test_a_number_beyond_a_double_where_a_string_belongs_is_slow_not_bad(key):
     flags = [int(f) for f in cols["flags"]]
     assert len(flags) == 3 and flags[1] & S.SLOW and not (flags[0] | flags[2]) & S.SLOW
     assert new == ["a", "b"]
+
+
+def _python_says_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+# surrogates, overlong forms, code points past U+10FFFF, cut sequences, stray continuation bytes
+_UTF8_EDGES = [b"\xed\xa0\x80", b"\xc0\xaf", b"\xe0\x80\xaf", b"\xf4\x90\x80\x80", b"\xf0\x9f\x98",
+               b"\x80", b"\xc3\xa9", b"\xf0\x9f\x98\x80", b"\xef\xbf\xbf", b"\x00", b"a"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=6), st.sampled_from(_UTF8_EDGES)), max_size=12))
+def test_is_utf8_agrees_with_python_strict_decoding(pieces):
+    # the reading thread's check (rust/src/scan.rs `is_utf8`, without the GIL) decides which
+    # blocks repair_utf8 leaves alone, as Python's strict decoder did
+    b = b"".join(pieces)
+    assert _core.scan.is_utf8(b) is _python_says_utf8(b)

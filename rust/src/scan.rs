@@ -1182,6 +1182,13 @@ fn split<'py>(
     Ok(d)
 }
 
+/// is_utf8(data) -> bool: whether `data` is valid UTF-8 (checked without the GIL: the reading
+/// thread checks each block before the scanners get it, and holding the GIL for it kept them waiting).
+#[pyfunction]
+fn is_utf8(py: Python<'_>, data: &[u8]) -> bool {
+    py.detach(|| std::str::from_utf8(data).is_ok())
+}
+
 /// The index of the first non-whitespace byte at or after `i` (`len(buf)` if none).
 #[pyfunction]
 fn skip_ws(buf: &[u8], i: usize) -> usize {
@@ -1285,6 +1292,7 @@ pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compact, &m)?)?;
     m.add_function(wrap_pyfunction!(split, &m)?)?;
     m.add_function(wrap_pyfunction!(skip_ws, &m)?)?;
+    m.add_function(wrap_pyfunction!(is_utf8, &m)?)?;
     m.add_function(wrap_pyfunction!(value_end, &m)?)?;
     m.add_function(wrap_pyfunction!(deep_spans, &m)?)?;
     for (k, v) in [
