@@ -278,6 +278,35 @@ def test_hand_encoded_tags_match_the_perfetto_protos():
                                               pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 200).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=80))))
+def test_every_begin_carries_the_ids_of_its_slices_flows(case):
+    # the encoder finds a slice's flows by a bit per slice and a count per 64 (rust/src/encode.rs
+    # `Flows`): slices on both sides of a word's edge, several flows from or to one slice, a slice
+    # flowing to itself; flow k is id k + 1, each slice's ids ascending
+    import io
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    from traceconv.writers import perfetto
+    n, flows = case
+    t = Trace("test")
+    th = t.thread(t.process(1, "p"), 1, "t")
+    for i in range(n):
+        t.add_slice(th.track, 10 * i + 10, 5, "s", None, None)     # begins in slice order
+    for a, b in flows:
+        t.add_flow(a, b)
+    nest(t)
+    buf = io.BytesIO()
+    perfetto.write(t, buf)
+    te = [q.track_event for q in pb.Trace.FromString(buf.getvalue()).packet if q.HasField("track_event")]
+    begins = [e for e in te if e.type == 1]
+    assert len(begins) == n
+    assert [list(e.flow_ids) for e in begins] == [[k + 1 for k, (a, _) in enumerate(flows) if a == i] for i in range(n)]
+    assert [list(e.terminating_flow_ids) for e in begins] == \
+        [[k + 1 for k, (_, b) in enumerate(flows) if b == i] for i in range(n)]
+    assert not any(e.flow_ids or e.terminating_flow_ids for e in te if e.type != 1)
+
+
 def test_every_hand_written_field_decodes_as_the_protos_say(tmp_path):
     """Every field of the tag table, written by the compiled encoder into a whole trace, read back by
     perfetto_trace_pb2 as the field it was meant to be (a wrong number or wire type would fail to
