@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import traceconv
-from traceconv.readers.chrome import reader as chrome
+from traceconv.readers.chrome import reader as chrome, stream
 from traceconv.model.layout import nest
 
 from timeline import assert_same_timeline, from_model
@@ -103,7 +103,7 @@ def test_events_cut_between_blocks_whatever_the_seam(seam, monkeypatch):
     """The event cut by a block's end is scanned from its two pieces joined with the start of the
     next block (SEAM_BYTES of it); an event longer than that, or the array's end, takes the whole
     block.  Either way the same timeline as the whole-document decoder's."""
-    monkeypatch.setattr(chrome, "SEAM_BYTES", seam)
+    monkeypatch.setattr(stream, "SEAM_BYTES", seam)
     for path in [p for p in FILES if p.parent.name in ("kineto", "composer")][:4]:
         whole = read(path, None, monkeypatch)
         for chunk in (1500, 333):
@@ -156,12 +156,12 @@ def test_a_merge_worker_scans_one_block_at_a_time(monkeypatch):
 
     pools: list[int] = []
 
-    class Counted(chrome.ThreadPoolExecutor):
+    class Counted(stream.ThreadPoolExecutor):
         def __init__(self, workers, **kw):
             pools.append(workers)
             super().__init__(workers, **kw)
 
-    monkeypatch.setattr(chrome, "ThreadPoolExecutor", Counted)
+    monkeypatch.setattr(stream, "ThreadPoolExecutor", Counted)
     path = FIX / "kineto" / "streams_memcpy_memset.pt.trace.json.gz"
     for chunk in (1 << 62, 1500, 7):
         both = read(path, chunk, monkeypatch)

@@ -1,10 +1,10 @@
 //! Flow binding and linking, for the v1 flow events (`s`/`t`/`f`) of
-//! `traceconv.readers.chrome.reader.ChromeReader._resolve_v1`.
+//! `traceconv.readers.chrome.flows.FlowPoints`.
 //!
 //! `bind`: the rule is Perfetto's (its JSON importer sorts events stably by time, then a flow
-//! point binds to what is open on its thread at that moment); `ChromeReader._bind_flow_points`
-//! states it and this is its loop over arrays.  `link`: Perfetto's v1 rule (its JSON importer,
-//! v58) over the bound points of each flow.  Their plain-Python statements, `bind_reference` and
+//! point binds to what is open on its thread at that moment); `flows.bind_points` states it
+//! and this is its loop over arrays.  `link`: Perfetto's v1 rule (its JSON importer, v58) over
+//! the bound points of each flow.  Their plain-Python statements, `bind_reference` and
 //! `link_reference`, are in `tests/test_flows.py`, which compares them with these on random
 //! inputs.
 

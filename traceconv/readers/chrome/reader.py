@@ -54,7 +54,8 @@ base, how ids and names are read, extra tracks.  See :class:`ChromeReader`.
 
 The module's neighbours: :mod:`.document` decodes a whole document (the reference path and the
 repairing fallback), :mod:`.stream` reads a big one a block at a time and scans its events into
-columns with the compiled scanner; this module turns either into the model.  A read that has to
+columns with the compiled scanner, on threads of its own; this module turns either into the model,
+and :mod:`.flows` binds the flow points it gathers to the slices and links them.  A read that has to
 start over (the stream cannot read the text, a value nested too deep) does so with a fresh reader
 of the same dialect (:meth:`ChromeReader._again`), never by re-running ``__init__``.
 """
@@ -66,12 +67,9 @@ import gc
 import itertools
 import json
 import math
-import queue
 import re
-import threading
 from array import array
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -80,7 +78,6 @@ import numpy as np
 import orjson
 from msgspec import Raw
 
-from ..._native import _core
 from ...errors import WarningCode
 from ... import memory
 from ...io import GZIP_ERRORS, Source
@@ -89,7 +86,8 @@ from ...progress import report
 
 from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS, _TOP, _number,
                        _has_inexact_times, _header_value, _jsonable, decode)
-from .stream import (SCAN, Rows, _ChunkFailure, _event_at, _find_events, _guess_start, _LateHeader, _parse_tail,
+from .flows import FlowPoints
+from .stream import (SCAN, SCAN_THREADS, BlockScanner, Rows, _ChunkFailure, _find_events, _LateHeader, _parse_tail,
                      _Prefetch, _read_blocks, _scan, _tail_guess, _utf8_blocks, repair_utf8)
 
 # Plausible Unix times in µs: 1973-03-03 .. 2100-01-01.
@@ -98,10 +96,6 @@ UNIX_US_MAX = 4_102_444_800_000_000
 
 
 CHUNK_BYTES = 1 << 20       # the event array's text is read and scanned this much at a time
-SCAN_ROWS = 1 << 16         # events scanned into columns at a time
-SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with this much of the second
-SCAN_DEPTH = 3              # blocks in flight in a streamed read: being scanned, or handed over
-SCAN_THREADS = 2            # blocks scanned at once (1 for a source read with threads=False)
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
 TRIM_BATCHES = 64           # the heap's free space goes back to the system every this many batches
                             # (a block and the event cut before it are two: every 32 blocks)
@@ -301,11 +295,8 @@ class ChromeReader:
         self._thread_sort: dict[tuple[Any, Any], int] = {}
         self._begins: list[tuple[int, int, int, Event, Any]] = []   # (ts, seq, kind, ev, stack key)
         self._stack_track: dict[Any, int] = {}
-        self._binds: list[tuple[Any, int, bool, bool, int]] = []    # (bind_id, slice, in, out, ts)
         self._acc_max_ts = -(2**63)
-        self._v1: dict[tuple, list[tuple[int, int, str, int, bool]]] = defaultdict(list)
-        # flow points read by the scanner, in batches: (category id, name id, id, ts, seq, ph, track, bp "e")
-        self._v1_rows: list[tuple[np.ndarray, ...]] = []
+        self._flows = FlowPoints()      # bound and linked once every slice is read (.flows)
         self._counter_tracks: dict[tuple, int] = {}
         self._global_track: int | None = None
         self.warn = self.trace.diagnostics.warn
@@ -632,137 +623,17 @@ class ChromeReader:
         self._pending_strings = pending
         self._begin(header, is_array, self._first)
         del sample
-        stream = itertools.chain([head], blocks)
+        # every event of the array (the head's again, then the rest's), scanned by threads of
+        # their own (stream.BlockScanner) while this one turns the rows scanned into the model
+        scanner = BlockScanner(itertools.chain([head], blocks), strings,
+                               SCAN_THREADS if self.source is None or self.source.threads else 1)
         del head
-        # Threads scan the next blocks (a thread of its own reads and gunzips them) while this one
-        # converts the rows already scanned: the scanner and file reading release the GIL, so they
-        # overlap on two cores.  Rows come through the queue in file order, each batch with the
-        # strings its scan added to its table (in id order) and which table that is, a block's
-        # batches (the event cut before it, then its own) as one item: every hand-over between
-        # the threads waits for the GIL, and one per batch made both sides wait (the 1M load
-        # 0.75-0.85 -> 0.73-0.80 s; docs/design.md, "Eighth day").
-        batches: queue.Queue = queue.Queue(maxsize=1)
-        stop = threading.Event()
-        # Two blocks are scanned at once (SCAN_THREADS): block k + 1 from where an event seems to
-        # start in it (_guess_start), beside block k.  Once block k is done, the event cut between
-        # the two blocks is scanned (the seam) and says where block k + 1's events truly start: the
-        # scan from the guess is used only if it started there (then it is the very scan made from
-        # there), else block k + 1 is scanned again from its true start (and its table cut back to
-        # where it was).  Block k + 2's scan starts as soon as block k's is done, while block k's
-        # rows are still being handed over, so the scanning threads do not wait for the converting
-        # one.  Block k uses table k % depth (scans at once cannot share one; a table is used by one
-        # block at a time) and seams a table of their own; the tables' strings are numbered in the
-        # order their file position gives.
-        depth = SCAN_DEPTH
-        # (a merge's worker, beside other workers on every core, scans one block at a time: fewer
-        # hand-overs between threads, less CPU in all and a lower peak; docs/design.md, "Eighth day")
-        scanners = SCAN_THREADS if self.source is None or self.source.threads else 1
-        tables = [strings] + [SCAN.Strings() for _ in range(depth)]
-        seams = depth
-        self._smaps = [np.zeros(0, np.int32) for _ in tables]      # each table's model string ids
-
-        def put(item: tuple) -> bool:
-            while not stop.is_set():
-                try:
-                    batches.put(item, timeout=0.05)
-                    return True
-                except queue.Full:
-                    pass
-            return False
-
-        def scan_block(buf: bytes, pos: int, table: int) -> tuple[int, list, int, int]:
-            """The batches of ``buf``'s events from ``pos`` to its end (or the array's end, or bad
-            text), where the scan stopped and why, and the table's size before it."""
-            before = len(tables[table])
-            out = []
-            while not stop.is_set():
-                cols, n, pos, status, new = _scan(buf, pos, SCAN_ROWS, tables[table])
-                out.append((cols, n, new))
-                if status != SCAN.FULL:
-                    return before, out, pos, status
-            return before, out, pos, SCAN.BAD
-
-        def produce() -> None:
-            pool = ThreadPoolExecutor(scanners, thread_name_prefix="traceconv-scan")
-            try:
-                blocks_in = iter(stream)
-                ahead: dict[int, tuple[bytes, int | None, Any]] = {}
-
-                def start(k: int) -> None:
-                    block = next(blocks_in, None)
-                    if block is not None:
-                        buf = bytes(block)
-                        guess = 0 if k == 0 else _guess_start(buf)
-                        ahead[k] = (buf, guess, pool.submit(scan_block, buf, guess, k % depth)
-                                    if guess is not None else None)
-
-                for j in range(depth - 1):
-                    start(j)
-                carry = b""
-                pending: list[list[str]] = [[] for _ in tables]     # strings not yet sent, per table
-                k = 0
-                while k in ahead:
-                    buf, guess, future = ahead.pop(k)
-                    table = k % depth
-                    done = future.result() if future is not None else None
-                    start(k + depth - 1)        # (a scanning thread is free)
-                    pos: int | None = 0
-                    rows: list[tuple] = []      # the block's batches: handed over at once
-                    if carry:
-                        # the event cut by the last block's end: scanned from its two pieces joined
-                        # with only the start of this block (not the whole block copied after it)
-                        seam = carry + buf[:SEAM_BYTES]
-                        cols, n, at, status, new = _scan(seam, 0, 1, tables[seams])
-                        pending[seams] += new
-                        if n == 1 and at > len(carry) and status in (SCAN.FULL, SCAN.MORE):
-                            rows.append((seam, cols, n, pending[seams], seams))
-                            pending[seams] = []
-                            pos = at - len(carry)
-                        else:                   # a longer event, the array's end, or bad text
-                            buf, pos = carry + buf, None
-                        del seam, cols
-                    if done is not None and pos is not None and guess in (pos, _event_at(buf, pos)):
-                        _, got, end, status = done
-                    else:
-                        if done is not None:
-                            tables[table].truncate(done[0])
-                        _, got, end, status = scan_block(buf, pos or 0, table)
-                    del done
-                    for cols, n, new in got:
-                        pending[table] += new
-                        if n:
-                            rows.append((buf, cols, n, pending[table], table))
-                            pending[table] = []
-                    del got
-                    if rows and not put(("rows", rows)):
-                        return
-                    del rows
-                    if stop.is_set():
-                        return
-                    if status == SCAN.BAD:
-                        put(("bad",))
-                        return
-                    if status == SCAN.END:
-                        # the rest of the document after the array: this block's, and the next
-                        # one's, already taken from the stream to be scanned beside it
-                        put(("end", buf[end:] + b"".join(ahead[j][0] for j in sorted(ahead))))
-                        return
-                    carry = buf[end:]
-                    k += 1
-                put(("truncated",))
-            except BaseException as e:                       # handed to the converting thread
-                put(("error", e))
-            finally:
-                stop.set()                                   # (the scans still running stop early)
-                pool.shutdown(wait=True)
-
-        worker = threading.Thread(target=produce, name="traceconv-scan", daemon=True)
-        worker.start()
+        self._smaps = [np.zeros(0, np.int32) for _ in scanner.tables]      # each table's model string ids
         seq = 0
         batch = 0
         try:
             while True:
-                item = batches.get()
+                item = scanner.get()
                 if item[0] == "rows":
                     for buf, cols, n, new, table in item[1]:
                         self._take_rows(buf, cols, new, n, seq, table)
@@ -783,8 +654,7 @@ class ChromeReader:
                 else:
                     raise _ChunkFailure           # not JSON, or truncated: the repairing path reads it
         finally:
-            stop.set()
-            worker.join()
+            scanner.close()
 
     def _decode_rows(self, buf: bytes, cols: Rows | None, rows: np.ndarray) -> list[Event]:
         """The events of the given rows, decoded from their own text by msgspec."""
@@ -887,7 +757,7 @@ class ChromeReader:
         frows = k["f_rows"]
         if len(frows):
             tracks = self._tracks_of(k["f_pid"], k["f_tid"])
-            self._v1_rows.append((k["f_cat"], k["f_name"], k["f_val"], k["f_ts"], frows + seq0, k["f_letter"],
+            self._flows.rows.append((k["f_cat"], k["f_name"], k["f_val"], k["f_ts"], frows + seq0, k["f_letter"],
                                   tracks, k["f_bp_e"]))
         # instants (i/I/R) without an id: straight into the instants table
         if len(k["i_rows"]):
@@ -1039,7 +909,7 @@ class ChromeReader:
                 bseq(seq)
                 eseq(-1)
                 if ev.bind_id is not None:
-                    self._binds.append((flow_id(ev.bind_id), len(slices.ts) - 1, ev.flow_in, ev.flow_out, ts))
+                    self._flows.binds.append((flow_id(ev.bind_id), len(slices.ts) - 1, ev.flow_in, ev.flow_out, ts))
                 n_x += 1
                 end = ts + dur
                 if end > max_ts:
@@ -1060,7 +930,7 @@ class ChromeReader:
                 if ev.id is None:
                     self.drop(WarningCode.UNRESOLVED_FLOW, "flow events without an 'id' were dropped")
                     continue
-                self._v1[key].append((ts, seq, ph, thread(pid, tid).track, ev.bp == "e"))
+                self._flows.v1[key].append((ts, seq, ph, thread(pid, tid).track, ev.bp == "e"))
             elif ph in ("b", "e", "n", "S", "F", "T", "p"):
                 self._async_event(ev, ts, pid, tid, seq)
             elif ph == "(" or ph == ")":
@@ -1080,8 +950,7 @@ class ChromeReader:
         max_ts = self._acc_max_ts
         self.max_ts = max_ts if max_ts > -(2**63) else None
         self._match_begins()
-        self._resolve_v2()
-        self._resolve_v1()
+        self.dropped += self._flows.resolve(self.trace, self._bseq, self._eseq, self.warn, self.used)
         self._apply_names()
         if not self._own:
             self.finish()           # a dialect's last step; traceconv's own output needs none
@@ -1353,167 +1222,8 @@ class ChromeReader:
         self._bseq.append(o.seq)
         self._eseq.append(end_seq)
         if o.bind is not None:
-            self._binds.append((o.bind[0], i, o.bind[1], o.bind[2], o.ts))
+            self._flows.binds.append((o.bind[0], i, o.bind[1], o.bind[2], o.ts))
         self.used["slice from begin/end"] += 1 + (end_ev is not None)
-
-    # ---- flows ----------------------------------------------------------------------------
-
-    def _resolve_v2(self) -> None:
-        if not self._binds:
-            return
-        by_id: dict[Any, list[tuple[int, int, bool, bool]]] = defaultdict(list)
-        for bid, i, fin, fout, ts in self._binds:
-            by_id[bid].append((ts, i, fin, fout))
-        unresolved = 0
-        for items in by_id.values():
-            # Perfetto's v2 rule: flow_in ends the flow at this slice without closing it (several
-            # slices may take one flow out: a fan-out); flow_out starts a new hop from this slice.
-            if len(items) == 2 and items[0][2] != items[0][3] and items[1][2] != items[1][3] \
-                    and items[0][3] != items[1][3]:
-                # one pure source and one pure destination: linked whatever their order in time
-                src, dst = (items[0], items[1]) if items[0][3] else (items[1], items[0])
-                self.trace.add_flow(src[1], dst[1], None)
-                continue
-            items.sort(key=lambda x: (x[0], not x[3], x[1]))     # at one time, a source before its ends
-            pending: int | None = None
-            linked = False
-            for _, i, fin, fout in items:
-                if fin:
-                    if pending is not None:
-                        self.trace.add_flow(pending, i, None)
-                        linked = True
-                    else:
-                        unresolved += 1
-                if fout:
-                    if pending is not None and not linked:
-                        unresolved += 1
-                    pending, linked = i, False
-            if pending is not None and not linked:
-                unresolved += 1
-        if unresolved:
-            self.warn(WarningCode.UNRESOLVED_FLOW, "slices with a v2 flow (bind_id) that has no other end in "
-                      "the trace: the slices were kept, not the flow", unresolved)
-        self._binds = []
-
-    def _resolve_v1(self) -> None:
-        """Link the v1 flow points (s/t/f) of each flow (category + name + id): bind every point to a
-        slice (:meth:`_bind_flow_points`), then walk each flow's points in time order."""
-        parts = self._v1_rows
-        if not parts and not self._v1:
-            return
-        strs = self.trace.strings.strings
-        cols = [np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, t)
-                for k, t in enumerate((np.int32, np.int32, np.int64, np.int64, np.int64, np.uint8, np.int32,
-                                       np.bool_))]
-        parts.clear()                       # the batches' arrays: their copies are in cols now
-        memory.trim()                       # (small blocks, ~12 MB at 1M events: back to the system)
-        cat, name, fid, ts, seq, ph, track, bp_e = cols
-        del cols                            # (here, each array is dropped as soon as it has served)
-        # one group per flow: the scanner's rows by (category, name, id) ids, the rest by their key
-        if len(cat):
-            o = np.lexsort((fid, name, cat))
-            new = np.ones(len(o), np.bool_)
-            new[1:] = (cat[o][1:] != cat[o][:-1]) | (name[o][1:] != name[o][:-1]) | (fid[o][1:] != fid[o][:-1])
-            group = np.empty(len(o), np.int64)
-            group[o] = np.cumsum(new) - 1
-            u = o[new]
-            del o, new
-        else:
-            group = np.zeros(0, np.int64)
-            u = np.zeros(0, np.int64)
-        # each flow's name: its category, else its name (string ids); flows only the general decoder
-        # saw are matched to the scanner's by their key (category, name, id) as text
-        g_name = np.where(cat[u] != 0, cat[u], name[u]).astype(np.int32)
-        extra: list[tuple[int, int, int, str, int, bool]] = []
-        if self._v1:
-            keys = [(strs[c], strs[nm], i) for c, nm, i in zip(cat[u].tolist(), name[u].tolist(), fid[u].tolist())]
-            gid = {k: g for g, k in enumerate(keys)}
-            intern = self.trace.strings.intern
-            more: list[int] = []
-            for key, items in self._v1.items():
-                g = gid.setdefault(key, len(gid))
-                if g == len(keys):
-                    keys.append(key)
-                    more.append(intern(key[0] or key[1] or None))
-                for t, q, p, tr, e in items:
-                    extra.append((g, t, q, p, tr, e))
-            g_name = np.concatenate([g_name, np.array(more, np.int32)])
-        del cat, name, fid, u
-        n_groups = len(g_name)
-        if extra:
-            g2, t2, q2, p2, tr2, e2 = zip(*extra)
-            group = np.concatenate([group, np.array(g2, np.int64)])
-            ts = np.concatenate([ts, np.array(t2, np.int64)])
-            seq = np.concatenate([seq, np.array(q2, np.int64)])
-            ph = np.concatenate([ph, np.frombuffer("".join(p2).encode("latin-1"), np.uint8)])
-            track = np.concatenate([track, np.array(tr2, np.int32)])
-            bp_e = np.concatenate([bp_e, np.array(e2, np.bool_)])
-        # flows in the order they first appear in the file; each flow's points by time, then file order
-        # the first point of each flow in the file: sort by (group, seq), take each group's first
-        by = np.lexsort((seq, group))
-        head = np.ones(len(by), np.bool_)
-        head[1:] = group[by][1:] != group[by][:-1]
-        first = np.empty(n_groups, np.int64)
-        first[group[by][head]] = seq[by][head]
-        del by, head
-        ranked = np.argsort(first, kind="stable")
-        rank = np.empty(n_groups, np.int64)
-        rank[ranked] = np.arange(n_groups)
-        order = np.lexsort((seq, ts, rank[group]))
-        group, ts, seq, ph, track, bp_e = (a[order] for a in (rank[group], ts, seq, ph, track, bp_e))
-        g_name = g_name[ranked]
-        del order, rank, ranked, first
-        # one start and one end, the end earlier: host and device clocks disagree (MegEngine's
-        # interpolated device times, Kineto before its fix); keep the link
-        sizes = np.bincount(group, minlength=n_groups)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        two = np.flatnonzero(sizes == 2)
-        a0 = starts[two]
-        swap = a0[(ph[a0] == ord("f")) & (ph[a0 + 1] == ord("s"))]
-        skewed = len(swap)
-        if skewed:
-            for arr in (ts, seq, ph, track, bp_e):
-                arr[swap], arr[swap + 1] = arr[swap + 1].copy(), arr[swap].copy()
-        enclosing = (ph != ord("f")) | bp_e
-        bound = self._bind_flow_points(track, ts, seq, enclosing)
-        del track, ts, seq, enclosing, bp_e
-        if skewed:
-            self.warn(WarningCode.NOTE, "flows whose end is earlier than their start (host and device clocks "
-                      "disagree) were kept as drawn by the producer", skewed)
-        src, dst, grp, unresolved, dropped_events, used = _core.flows.link(group, ph, bound)
-        if len(src):
-            f = self.trace.flows
-            f.src.frombytes(memoryview(src).cast("B"))      # (int64 already; from the buffers, no copy)
-            f.dst.frombytes(memoryview(dst).cast("B"))
-            f.name.frombytes(memoryview(g_name[grp].astype(np.int32)).cast("B"))
-        self.used["flow event"] += used
-        if unresolved:
-            self.warn(WarningCode.UNRESOLVED_FLOW, "flow events (s/t/f) that bind to no slice or have no other "
-                      "end in the trace were not kept", dropped_events)
-            self.dropped += dropped_events
-        self._v1 = defaultdict(list)
-        self._v1_rows = []
-
-    def _bind_flow_points(self, q_track: np.ndarray, q_ts: np.ndarray, q_seq: np.ndarray,
-                          q_enc: np.ndarray) -> np.ndarray:
-        """For each flow point (track, time, file position, whether it binds to the enclosing
-        slice), the slice it binds to (-1: none), as Perfetto's importer sees it after its stable
-        sort by time: the innermost slice open on the track at that point (begun before it; not yet
-        ended by an E before it; an X stays open through its end time), or the next slice to begin
-        (later, or at the same time but after the point in the file).  At one start time the longer
-        slice is the parent (Perfetto's order for complete events).  The loop is compiled
-        (``traceconv._core.flows.bind``, ``rust/src/flows.rs``)."""
-        s = self.trace.slices
-        ns = len(s)
-        if len(self._bseq) == ns:
-            bseq = np.frombuffer(self._bseq, np.int32) if ns else np.zeros(0, np.int32)
-            eseq = np.frombuffer(self._eseq, np.int32) if ns else np.zeros(0, np.int32)
-        else:                                   # slices added by other means: file order unknown
-            bseq, eseq = np.arange(ns, dtype=np.int32), np.full(ns, -1, np.int32)
-        col = (lambda a, t: np.frombuffer(a, t) if ns else np.zeros(0, t))
-        return _core.flows.bind(col(s.ts, np.int64), col(s.dur, np.int64), col(s.track, np.int32), bseq, eseq,
-                                q_track.astype(np.int32, copy=False), q_ts.astype(np.int64, copy=False),
-                                q_seq.astype(np.int64, copy=False), q_enc.astype(np.bool_, copy=False))
 
 
 def timed_ns(events: list[Event]) -> Iterator[int]:

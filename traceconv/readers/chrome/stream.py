@@ -2,8 +2,9 @@
 gzip too) in a thread of its own (:class:`_Prefetch`), made valid UTF-8 (:func:`repair_utf8`, a
 character cut between blocks moved to the next one), the top-level keys before and after the event
 array found (:func:`_find_events`, :func:`_parse_tail`, :func:`_tail_guess`), and the events scanned
-into columns by the compiled scanner (:data:`SCAN`, rust/src/scan.rs) through :func:`_scan`.  The
-reader (:mod:`.reader`) drives it and turns the columns into the model."""
+into columns by the compiled scanner (:data:`SCAN`, rust/src/scan.rs) through :func:`_scan`, a block
+at a time by threads of their own (:class:`BlockScanner`).  The reader (:mod:`.reader`) drives it
+and turns the columns into the model."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import queue
 import re
 import threading
 import types
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 import msgspec
@@ -201,6 +203,155 @@ class _Prefetch:
         self._t.join()
         while not self._q.empty():        # blocks read ahead and never taken: free them now
             self._q.get_nowait()
+
+
+SCAN_ROWS = 1 << 16         # events scanned into columns at a time
+SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with this much of the second
+SCAN_DEPTH = 3              # blocks in flight in a streamed read: being scanned, or handed over
+SCAN_THREADS = 2            # blocks scanned at once (1 for a source read with threads=False)
+
+
+class BlockScanner:
+    """The events of an event array's text, given as consecutive blocks, scanned into columns by
+    threads of their own while the caller converts the rows already scanned: the scanner and the
+    file's reading release the GIL, so they overlap on two cores.
+
+    :meth:`get` hands over, in file order, ``("rows", batches)`` for each block: its batches (the
+    event cut before it, then its own) as ``(text, columns, how many, strings the scan added to its
+    table in id order, which table)``; at the array's end ``("end", the text after it)``; or
+    ``("bad",)`` (not JSON), ``("truncated",)`` (the text ended first), ``("error", exception)``.
+    A block's batches are one item: every hand-over between the threads waits for the GIL, and one
+    per batch made both sides wait (the 1M load 0.75-0.85 -> 0.73-0.80 s; docs/design.md, "Eighth
+    day").
+
+    ``scanners`` blocks are scanned at once: block k + 1 from where an event seems to start in it
+    (:func:`_guess_start`), beside block k.  Once block k is done, the event cut between the two
+    blocks is scanned (the seam) and says where block k + 1's events truly start: the scan from the
+    guess is used only if it started there (then it is the very scan made from there), else block
+    k + 1 is scanned again from its true start (and its table cut back to where it was).  Block
+    k + 2's scan starts as soon as block k's is done, while block k's rows are still being handed
+    over, so the scanning threads do not wait for the converting one.  Block k uses table
+    k % SCAN_DEPTH (scans at once cannot share one; a table is used by one block at a time), the
+    seams a table of their own (:attr:`tables`: ``strings`` first); the tables' strings are numbered
+    in the order their file position gives.  (A merge's worker, beside other workers on every core,
+    scans one block at a time: fewer hand-overs between threads, less CPU in all and a lower peak;
+    docs/design.md, "Eighth day".)"""
+
+    def __init__(self, blocks: Iterator[bytes], strings: Any, scanners: int = SCAN_THREADS) -> None:
+        self.depth = SCAN_DEPTH
+        self.tables = [strings] + [SCAN.Strings() for _ in range(self.depth)]
+        self.seams = self.depth                     # the seams' table
+        self._q: queue.Queue = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._produce, args=(blocks, scanners), name="traceconv-scan",
+                                   daemon=True)
+        self._t.start()
+
+    def get(self) -> tuple:
+        """The next item (see above)."""
+        return self._q.get()
+
+    def close(self) -> None:
+        """Stop (the scans still running stop early) and wait for the threads."""
+        self._stop.set()
+        self._t.join()
+
+    def _put(self, item: tuple) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def _scan_block(self, buf: bytes, pos: int, table: int) -> tuple[int, list, int, int]:
+        """The batches of ``buf``'s events from ``pos`` to its end (or the array's end, or bad
+        text), where the scan stopped and why, and the table's size before it."""
+        strings = self.tables[table]
+        before = len(strings)
+        out = []
+        while not self._stop.is_set():
+            cols, n, pos, status, new = _scan(buf, pos, SCAN_ROWS, strings)
+            out.append((cols, n, new))
+            if status != SCAN.FULL:
+                return before, out, pos, status
+        return before, out, pos, SCAN.BAD
+
+    def _produce(self, stream: Iterator[bytes], scanners: int) -> None:
+        put, stop, tables, depth, seams = self._put, self._stop, self.tables, self.depth, self.seams
+        pool = ThreadPoolExecutor(scanners, thread_name_prefix="traceconv-scan")
+        try:
+            blocks_in = iter(stream)
+            ahead: dict[int, tuple[bytes, int | None, Any]] = {}
+
+            def start(k: int) -> None:
+                block = next(blocks_in, None)
+                if block is not None:
+                    buf = bytes(block)
+                    guess = 0 if k == 0 else _guess_start(buf)
+                    ahead[k] = (buf, guess, pool.submit(self._scan_block, buf, guess, k % depth)
+                                if guess is not None else None)
+
+            for j in range(depth - 1):
+                start(j)
+            carry = b""
+            pending: list[list[str]] = [[] for _ in tables]     # strings not yet sent, per table
+            k = 0
+            while k in ahead:
+                buf, guess, future = ahead.pop(k)
+                table = k % depth
+                done = future.result() if future is not None else None
+                start(k + depth - 1)        # (a scanning thread is free)
+                pos: int | None = 0
+                rows: list[tuple] = []      # the block's batches: handed over at once
+                if carry:
+                    # the event cut by the last block's end: scanned from its two pieces joined
+                    # with only the start of this block (not the whole block copied after it)
+                    seam = carry + buf[:SEAM_BYTES]
+                    cols, n, at, status, new = _scan(seam, 0, 1, tables[seams])
+                    pending[seams] += new
+                    if n == 1 and at > len(carry) and status in (SCAN.FULL, SCAN.MORE):
+                        rows.append((seam, cols, n, pending[seams], seams))
+                        pending[seams] = []
+                        pos = at - len(carry)
+                    else:                   # a longer event, the array's end, or bad text
+                        buf, pos = carry + buf, None
+                    del seam, cols
+                if done is not None and pos is not None and guess in (pos, _event_at(buf, pos)):
+                    _, got, end, status = done
+                else:
+                    if done is not None:
+                        tables[table].truncate(done[0])
+                    _, got, end, status = self._scan_block(buf, pos or 0, table)
+                del done
+                for cols, n, new in got:
+                    pending[table] += new
+                    if n:
+                        rows.append((buf, cols, n, pending[table], table))
+                        pending[table] = []
+                del got
+                if rows and not put(("rows", rows)):
+                    return
+                del rows
+                if stop.is_set():
+                    return
+                if status == SCAN.BAD:
+                    put(("bad",))
+                    return
+                if status == SCAN.END:
+                    # the rest of the document after the array: this block's, and the next
+                    # one's, already taken from the stream to be scanned beside it
+                    put(("end", buf[end:] + b"".join(ahead[j][0] for j in sorted(ahead))))
+                    return
+                carry = buf[end:]
+                k += 1
+            put(("truncated",))
+        except BaseException as e:                       # handed to the converting thread
+            put(("error", e))
+        finally:
+            stop.set()                                   # (the scans still running stop early)
+            pool.shutdown(wait=True)
 
 
 def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
