@@ -164,6 +164,32 @@ def test_merge_to_stdout_is_perfetto_and_its_table_goes_to_stderr(tmp_path):
     assert len(read_perfetto(tmp_path / "run.pftrace").slices) == 792
 
 
+def test_the_merge_archive_is_a_format_of_the_registry_that_only_merge_writes(tmp_path):
+    """``perfetto-archive`` (``.tar``) is in the registry, flagged as an archive: ``traceconv merge``
+    writes it, by name or by ``--to`` (or an alias); a conversion refuses it in one line and leaves
+    no file."""
+    f = formats.for_output("run.TAR", merge=True)
+    assert (f.name, f.archive) == ("perfetto-archive", True)
+    from traceconv.writers.archive import write_archive
+    assert f.load("writer") is write_archive
+    assert formats.get("tar", role="writer", merge=True) is f
+    assert "perfetto-archive" in formats.writer_names(merge=True)
+    assert "perfetto-archive" not in formats.writer_names()
+    r = run("convert", SOCCER, "-o", tmp_path / "run.tar")
+    assert_one_line_error(r, "run.tar", "perfetto-archive", "only a merge writes it")
+    r = run("convert", SOCCER, "-o", tmp_path / "run.bin", "--to", "perfetto-archive")
+    assert_one_line_error(r, "perfetto-archive", "only a merge writes it", "chrome-json, perfetto")
+    assert list(tmp_path.iterdir()) == []
+    ranks = Path(__file__).parent / "fixtures" / "multirank" / "gloo_2ranks"
+    r = run("merge", ranks, "-o", tmp_path / "run.bin", "--to", "archive", "-q")
+    assert r.returncode == 0, r.stderr
+    import tarfile
+    with tarfile.open(tmp_path / "run.bin") as tar:
+        names = tar.getnames()
+    assert "perfetto_manifest.json" in names and sum(n.endswith(".pftrace") for n in names) == 2
+    assert "perfetto-archive" in run("formats").stdout
+
+
 def test_exit_codes_of_user_errors_are_2(tmp_path):
     r = run("convert", SOCCER, "-o", tmp_path / "o.pftrace", "--from", "nope")
     assert r.returncode == 2

@@ -32,12 +32,12 @@ def test_the_bundled_example_exists():
 
 
 def test_format_table_matches_the_registry():
-    table = {m.group(1): (m.group(2) == "yes", m.group(3) == "yes")
-             for m in re.finditer(r"^\| `([a-z-]+)` \|\s*(yes)?\s*\|\s*(yes)?\s*\|", README, re.M)}
+    table = {m.group(1): (m.group(2) == "yes", m.group(3))
+             for m in re.finditer(r"^\| `([a-z-]+)` \|\s*(yes)?\s*\|\s*(yes|merge)?\s*\|", README, re.M)}
     for f in formats.FORMATS:
         assert f.name in table, f"README's format table lacks {f.name}"
         reads, writes = table[f.name]
-        assert writes == bool(f.writer), f.name
+        assert writes == (("merge" if f.archive else "yes") if f.writer else None), f.name
         assert reads == bool(f.reader), f.name
 
 

@@ -5,7 +5,9 @@ Readers and writers are named as ``"module:function"`` and imported only when
 used, so listing formats or detecting one does not import every importer.
 
 * reader:  ``read(source: traceconv.io.Source) -> Trace``
-* writer:  ``write(trace: Trace, out: BinaryIO) -> None``
+* writer:  ``write(trace: Trace, out: BinaryIO) -> None``; an *archive* format's writer holds one
+  trace per rank file instead, and only ``traceconv merge`` writes it
+  (``write_archive(entries, alignments, out, inputs)``, :mod:`traceconv.writers.archive`)
 * sniffer: ``sniff(head: bytes) -> bool`` -- ``head`` is the (decompressed) start of the file.
 """
 
@@ -28,6 +30,7 @@ class Format:
     writer: str | None = None
     sniff: str | None = None
     aggregate: bool = False          # the source holds totals, not timestamps: the timeline is synthesized
+    archive: bool = False            # one trace per rank file in one output: only a merge writes it
     aliases: tuple[str, ...] = ()
 
     def load(self, which: str) -> Callable[..., Any]:
@@ -82,6 +85,10 @@ FORMATS: tuple[Format, ...] = (
     Format("perfetto", "Perfetto TrackEvent protobuf trace",
            extensions=(".pftrace", ".perfetto-trace", ".pb", ".pftrace.gz", ".perfetto-trace.gz"),
            writer="traceconv.writers.perfetto:write", aliases=("pftrace", "proto", "protobuf")),
+    Format("perfetto-archive", "Perfetto merge archive (a TAR of one .pftrace per rank file and the clock "
+           "offsets in perfetto_manifest.json, which trace_processor v58+ merges)",
+           extensions=(".tar",), writer="traceconv.writers.archive:write_archive", archive=True,
+           aliases=("archive", "tar")),
 )
 
 
@@ -98,15 +105,17 @@ def reader_names() -> list[str]:
     return [f.name for f in FORMATS if f.reader]
 
 
-def writer_names() -> list[str]:
-    return [f.name for f in FORMATS if f.writer]
+def writer_names(merge: bool = False) -> list[str]:
+    """The formats a conversion writes; with ``merge``, also those only a merge writes (archives)."""
+    return [f.name for f in FORMATS if f.writer and (merge or not f.archive)]
 
 
-def get(name: str, *, role: str) -> Format:
-    """The format called ``name`` that can do ``role`` ("reader" or "writer")."""
+def get(name: str, *, role: str, merge: bool = False) -> Format:
+    """The format called ``name`` that can do ``role`` ("reader" or "writer"); an archive format
+    only for a ``merge``."""
     table = _by_name()
     f = table.get(name.lower())
-    names = reader_names() if role == "reader" else writer_names()
+    names = reader_names() if role == "reader" else writer_names(merge)
     if f is None:
         raise TraceconvError(f"unknown format '{name}'{did_you_mean(name, names)}; "
                              f"known: {', '.join(names)}")
@@ -114,7 +123,14 @@ def get(name: str, *, role: str) -> Format:
         raise TraceconvError(f"traceconv cannot {'read' if role == 'reader' else 'write'} the "
                              f"'{f.name}' format; it {'reads' if role == 'reader' else 'writes'}: "
                              f"{', '.join(names)}")
+    if role == "writer" and f.archive and not merge:
+        _archive_refused(f)
     return f
+
+
+def _archive_refused(f: Format, path: str | Path | None = None) -> None:
+    raise TraceconvError(f"a {f.name} holds one trace per rank file: only a merge writes it; a "
+                         f"conversion writes {', '.join(writer_names())}", path=path)
 
 
 def detect(head: bytes, path: str | Path) -> Format:
@@ -153,10 +169,11 @@ def looks_like_perfetto(head: bytes) -> bool:
     return True
 
 
-def for_output(path: str | Path, to: str | None = None) -> Format:
-    """The writer format for an output path: ``to`` if given, else from the file name."""
+def for_output(path: str | Path, to: str | None = None, *, merge: bool = False) -> Format:
+    """The writer format for an output path: ``to`` if given, else from the file name; an archive
+    format only for a ``merge``."""
     if to:
-        return get(to, role="writer")
+        return get(to, role="writer", merge=merge)
     name = Path(path).name.lower()
     best: Format | None = None
     best_len = 0
@@ -166,9 +183,11 @@ def for_output(path: str | Path, to: str | None = None) -> Format:
         for ext in f.extensions:
             if name.endswith(ext) and len(ext) > best_len:
                 best, best_len = f, len(ext)
+    if best is not None and best.archive and not merge:
+        _archive_refused(best, path)
     if best is None:
-        exts = sorted({e for f in FORMATS if f.writer for e in f.extensions})
+        exts = sorted({e for f in FORMATS if f.writer and (merge or not f.archive) for e in f.extensions})
         raise TraceconvError("cannot tell the output format from the file name; use {opt:to_format} "
-                             f"({', '.join(writer_names())}) or an extension: {', '.join(exts)}",
+                             f"({', '.join(writer_names(merge))}) or an extension: {', '.join(exts)}",
                              path=path)
     return best

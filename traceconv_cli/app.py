@@ -207,7 +207,8 @@ def merge(
                                                            "standard output (Perfetto unless --to says); "
                                                            "a URL is uploaded once complete."),
     to: Optional[str] = typer.Option(None, "--to", "-t", metavar="FORMAT",
-                                     help="perfetto, chrome-json or perfetto-archive (default: from the name)."),
+                                     help=", ".join(registry.writer_names(merge=True))
+                                     + " (default: from the name)."),
     from_: Optional[str] = typer.Option(None, "--from", "-f", metavar="FORMAT", help="Input format."),
     ranks: Optional[str] = typer.Option(None, "--ranks", help="Keep only these ranks, e.g. 0-3,7."),
     rank: list[str] = typer.Option([], "--rank", metavar="FILE=N", help="The rank of a file (repeatable)."),
@@ -437,7 +438,7 @@ def list_formats() -> None:
     t.add_column("file names")
     t.add_column("what it is")
     for f in registry.FORMATS:
-        t.add_row(f.name, "yes" if f.reader else "", "yes" if f.writer else "",
+        t.add_row(f.name, "yes" if f.reader else "", ("merge" if f.archive else "yes") if f.writer else "",
                   " ".join(f.extensions), f.title + (" [synthesized timeline]" if f.aggregate else ""))
     out.print(t)
 

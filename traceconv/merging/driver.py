@@ -17,7 +17,6 @@ from ..io import atomic_output
 from ..model import Clock, Trace
 from ..remote import URL, as_url, is_url
 from ..writers import perfetto
-from ..writers.archive import write_archive
 from .align import Alignment, Loaded, align
 from .combine import _filter, append_rank, append_tracks, parse_window, resolve_window, shift
 from .engine import DaskEngine, make_engine
@@ -44,7 +43,7 @@ def _json_bytes(files: list[InputPath]) -> int:
         total += n * GZIP_RATIO if f.name.endswith(".gz") else n
     return total
 
-ARCHIVE = "perfetto-archive"
+ARCHIVE = next(f.name for f in _formats.FORMATS if f.archive)     # the registry's merge archive
 # the order _filter names what a window leaves out (the merged trace's dict of notes keeps it)
 _WINDOW_KEYS = ("--window", "flows whose slice was filtered out", "instants", "counter samples")
 
@@ -120,8 +119,8 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
     [(0, 'wallclock', 0), (1, 'wallclock', 0)]
     """
     files = collect_inputs(inputs)
-    archive = (to_format or "").lower() == ARCHIVE or (not to_format and str(output).endswith(".tar"))
-    out_fmt = ARCHIVE if archive else _formats.for_output(output, to_format).name
+    fmt = _formats.for_output(output, to_format, merge=True)
+    archive, out_fmt = fmt.archive, fmt.name
     if align_method not in ALIGN_METHODS:
         raise TraceconvError(f"unknown {{opt:align_method}} '{align_method}'; choose one of: {', '.join(ALIGN_METHODS)}")
     explicit = parse_rank_map(rank_map)
@@ -242,6 +241,11 @@ class _Run:
         Perfetto trace with no time window (a window needs every rank's offset first)."""
         return self.out_fmt == "perfetto" and not self.archive and self.win is None
 
+    def write_archive(self, entries: list[tuple[str, int, Path]], alignments: Any) -> None:
+        """The archive format's writer, from the registry (:mod:`traceconv.writers.archive`)."""
+        writer = _formats.get(self.out_fmt, role="writer", merge=True).load("writer")
+        writer(entries, alignments, self.out, self.files)
+
     def here(self, eng: Any) -> MergeResult:
         if self.by_sequence():
             return self.here_by_sequence(eng)
@@ -275,7 +279,7 @@ class _Run:
                 self.add_dropped(_filter(merged, frozenset(), 0, w))
             self.finish(alignments)
             if self.archive:
-                write_archive(archived, alignments, self.out, self.files)
+                self.write_archive(archived, alignments)
             else:
                 save(merged, self.out, self.out_fmt, inputs=self.files)
         finally:
@@ -351,7 +355,7 @@ class _Run:
                 self._diagnostics_in_order(held)
                 self.add_dropped({k: wdrop[k] for k in _WINDOW_KEYS if wdrop.get(k)})
                 self.finish(alignments)
-                write_archive(archived, alignments, self.out, self.files)
+                self.write_archive(archived, alignments)
             return self.result(alignments, slices)
         if self.by_sequence():
             return self._sequences_on_cluster(eng, hold, alignments, held, labels)
