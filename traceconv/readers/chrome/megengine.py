@@ -96,11 +96,11 @@ class MegEngineReader(ChromeReader):
     def time_base(self, header: dict[str, Any], events: list[Event]) -> None:
         self.trace.meta.clock = Clock.UNIX if self.base_ns else Clock.RELATIVE
 
-    def convert(self, events: list[Event]) -> None:
+    def on_events(self, events: list[Event]) -> None:
         if self._meta_event:
             events = events[1:]
             self.used["metadata"] += 1
-        super().convert(events)
+        super().on_events(events)
 
     def finish(self) -> None:
         for p in self.trace.processes:

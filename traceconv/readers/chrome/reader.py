@@ -434,7 +434,7 @@ class ChromeReader:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            self.convert(doc.events)
+            self.on_events(doc.events)
         finally:
             if was_enabled:
                 gc.enable()
@@ -447,8 +447,8 @@ class ChromeReader:
 
     def streamable(self) -> bool:
         """Whether this dialect can read a large file chunk by chunk (its ``time_base`` works from the
-        first chunk and it does not override ``convert``)."""
-        return type(self).convert is ChromeReader.convert and self.time_base_from_first_chunk
+        first chunk and it does not override :meth:`on_events`)."""
+        return type(self).on_events is ChromeReader.on_events and self.time_base_from_first_chunk
 
     time_base_from_first_chunk = True
 
@@ -797,8 +797,10 @@ class ChromeReader:
 
     # ---- the event loop -------------------------------------------------------------------
 
-    def convert(self, events: list[Event]) -> None:
-        """Convert every event of the document (one list), then resolve what needs all of them."""
+    def on_events(self, events: list[Event]) -> None:
+        """Turn every event of a whole document (one list) into the model, then resolve what needs
+        all of them.  A hook: a dialect that overrides it is read as a whole document, never
+        streamed (:meth:`streamable`)."""
         self._convert_events(events, 0)
         self._finish_events()
 
