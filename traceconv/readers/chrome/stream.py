@@ -155,18 +155,18 @@ def _utf8_blocks(blocks: Iterator[bytes], bad: Callable[[int], None]) -> Iterato
         yield b
 
 
-class _Prefetch:
-    """Iterate ``it`` in a thread of its own, a few items ahead: the file's reads and gunzip (which
-    release the GIL) run beside the scanner and the conversion."""
+class _Feeder:
+    """A thread of its own that hands items over through a queue of ``depth`` until it is done or
+    :meth:`close` stops it (a subclass sets what the thread needs before starting it here)."""
 
-    def __init__(self, it: Iterator[bytes], depth: int = 2) -> None:
+    def __init__(self, target: Callable[..., None], args: tuple, name: str, depth: int) -> None:
         self._q: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._done = False
-        self._t = threading.Thread(target=self._run, args=(it,), name="traceconv-read", daemon=True)
+        self._t = threading.Thread(target=target, args=args, name=name, daemon=True)
         self._t.start()
 
     def _put(self, item: tuple) -> bool:
+        """Hand ``item`` over, waiting while the queue is full; False once stopped."""
         while not self._stop.is_set():
             try:
                 self._q.put(item, timeout=0.05)
@@ -174,6 +174,22 @@ class _Prefetch:
             except queue.Full:
                 pass
         return False
+
+    def close(self) -> None:
+        """Stop the thread and wait for it; what it handed over and nobody took is freed now."""
+        self._stop.set()
+        self._t.join()
+        while not self._q.empty():
+            self._q.get_nowait()
+
+
+class _Prefetch(_Feeder):
+    """Iterate ``it`` in a thread of its own, a few items ahead: the file's reads and gunzip (which
+    release the GIL) run beside the scanner and the conversion."""
+
+    def __init__(self, it: Iterator[bytes], depth: int = 2) -> None:
+        self._done = False
+        super().__init__(self._run, (it,), "traceconv-read", depth)
 
     def _run(self, it: Iterator[bytes]) -> None:
         try:
@@ -198,12 +214,6 @@ class _Prefetch:
             raise x
         raise StopIteration
 
-    def close(self) -> None:
-        self._stop.set()
-        self._t.join()
-        while not self._q.empty():        # blocks read ahead and never taken: free them now
-            self._q.get_nowait()
-
 
 SCAN_ROWS = 1 << 16         # events scanned into columns at a time
 SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with this much of the second
@@ -211,7 +221,7 @@ SCAN_DEPTH = 3              # blocks in flight in a streamed read: being scanned
 SCAN_THREADS = 2            # blocks scanned at once (1 for a source read with threads=False)
 
 
-class BlockScanner:
+class BlockScanner(_Feeder):
     """The events of an event array's text, given as consecutive blocks, scanned into columns by
     threads of their own while the caller converts the rows already scanned: the scanner and the
     file's reading release the GIL, so they overlap on two cores.
@@ -241,29 +251,11 @@ class BlockScanner:
         self.depth = SCAN_DEPTH
         self.tables = [strings] + [SCAN.Strings() for _ in range(self.depth)]
         self.seams = self.depth                     # the seams' table
-        self._q: queue.Queue = queue.Queue(maxsize=1)
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._produce, args=(blocks, scanners), name="traceconv-scan",
-                                   daemon=True)
-        self._t.start()
+        super().__init__(self._produce, (blocks, scanners), "traceconv-scan", 1)
 
     def get(self) -> tuple:
         """The next item (see above)."""
         return self._q.get()
-
-    def close(self) -> None:
-        """Stop (the scans still running stop early) and wait for the threads."""
-        self._stop.set()
-        self._t.join()
-
-    def _put(self, item: tuple) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                pass
-        return False
 
     def _scan_block(self, buf: bytes, pos: int, table: int) -> tuple[int, list, int, int]:
         """The batches of ``buf``'s events from ``pos`` to its end (or the array's end, or bad
