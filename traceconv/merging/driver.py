@@ -119,8 +119,7 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
     [(0, 'wallclock', 0), (1, 'wallclock', 0)]
     """
     files = collect_inputs(inputs)
-    fmt = _formats.for_output(output, to_format, merge=True)
-    archive, out_fmt = fmt.archive, fmt.name
+    writes = _formats.for_output(output, to_format, merge=True)
     if align_method not in ALIGN_METHODS:
         raise TraceconvError(f"unknown {{opt:align_method}} '{align_method}'; choose one of: {', '.join(ALIGN_METHODS)}")
     explicit = parse_rank_map(rank_map)
@@ -130,7 +129,7 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
     win = parse_window_spec(window) if window else None
     out = _output(output)
     with make_engine(engine, scheduler=scheduler, workers=workers) as eng:
-        run = _Run(files, out, out_fmt, archive, explicit, wanted, ranks, cats, min_ns, win, align_method,
+        run = _Run(files, out, writes, explicit, wanted, ranks, cats, min_ns, win, align_method,
                    from_format, progress)
         if isinstance(eng, DaskEngine):
             if hold is None:
@@ -142,10 +141,11 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
 class _Run:
     """One merge: the bookkeeping both engines share."""
 
-    def __init__(self, files: list[InputPath], out: Path | URL, out_fmt: str, archive: bool, explicit: dict,
+    def __init__(self, files: list[InputPath], out: Path | URL, writes: _formats.Format, explicit: dict,
                  wanted: Any, ranks: str | None, cats: frozenset[str], min_ns: int, win: Any, method: str,
                  fmt: str | None, progress: Callable[[int, int, str], None] | None) -> None:
-        self.files, self.out, self.out_fmt, self.archive = files, out, out_fmt, archive
+        self.files, self.out, self.writes = files, out, writes
+        self.out_fmt, self.archive = writes.name, writes.archive
         self.explicit, self.wanted, self.ranks_text = explicit, wanted, ranks
         self.cats, self.min_ns, self.win, self.method, self.fmt = cats, min_ns, win, method, fmt
         self.user_progress = progress
@@ -243,8 +243,7 @@ class _Run:
 
     def write_archive(self, entries: list[tuple[str, int, Path]], alignments: Any) -> None:
         """The archive format's writer, from the registry (:mod:`traceconv.writers.archive`)."""
-        writer = _formats.get(self.out_fmt, role="writer", merge=True).load("writer")
-        writer(entries, alignments, self.out, self.files)
+        self.writes.load("writer")(entries, alignments, self.out, self.files)
 
     def here(self, eng: Any) -> MergeResult:
         if self.by_sequence():
