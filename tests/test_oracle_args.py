@@ -8,7 +8,7 @@ that prefix.  Where the formats cannot agree -- a limit of Perfetto, not of the 
 case says why in :data:`PFTRACE_VS_JSON` / :data:`OUTPUT_VS_RAW`, and its own rows are still
 asserted exactly.
 
-The encodings (``writers/perfetto.py`` ``value_fields``, ``rust/src/encode.rs``, ``writers/argtext.py``):
+The encodings (``writers/perfetto.py`` ``value_fields``, ``rust/src/encode/args.rs``, ``writers/argtext.py``):
 
 =================  ==================================================  ===============================
 value              .pftrace DebugAnnotation                            args table (both outputs)

@@ -1,4 +1,4 @@
-"""The compiled Perfetto encoder (``traceconv._core.encode``, rust/src/encode.rs) against the writer's
+"""The compiled Perfetto encoder (``traceconv._core.encode``, rust/src/encode/) against the writer's
 Python reference.
 
 Args rows are generated as JSON *text* (escapes or raw UTF-8, "\\/", whitespace, numbers written in
@@ -182,7 +182,7 @@ def _num_left(f: float, negative: bool) -> bool:
 
 
 def left_to_python(v) -> bool:
-    """The rows the module docstring of rust/src/encode.rs says it leaves to the Python encoder."""
+    """The rows the module docstring of rust/src/encode/mod.rs says it leaves to the Python encoder."""
     if isinstance(v, Obj):
         keys = [k for k, _ in v.pairs]
         return (len(set(keys)) < len(keys) or any(_has_surrogate(k) for k in keys)
@@ -295,8 +295,8 @@ def test_kernel_annotations_decode_to_the_python_reference(batch, intern_all):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_predicted_rows_are_the_bytes_of_the_full_read(data):
-    """Both passes check a row against what the rows before it predict (rust/src/encode.rs ``Pred``:
-    the shapes of rows, each key's last value) before reading it.  Rows of a few shapes with values
+    """Both passes check a row against what the rows before it predict
+    (rust/src/encode/args/predict.rs ``Pred``: the shapes of rows, each key's last value) before reading it.  Rows of a few shapes with values
     from small pools (so keys and values repeat, and sometimes do not; a value may hold the text of a
     key that follows, ``,"k":``): pass 1 must find the same keys, string values and counts, and pass 2
     give every row the bytes and the flag it gets read whole (``predict=False``), each pass on one

@@ -282,8 +282,8 @@ def test_hand_encoded_tags_match_the_perfetto_protos():
 @given(st.integers(1, 200).flatmap(lambda n: st.tuples(
     st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=80))))
 def test_every_begin_carries_the_ids_of_its_slices_flows(case):
-    # the encoder finds a slice's flows by a bit per slice and a count per 64 (rust/src/encode.rs
-    # `Flows`): slices on both sides of a word's edge, several flows from or to one slice, a slice
+    # the encoder finds a slice's flows by a bit per slice and a count per 64
+    # (rust/src/encode/packets.rs `Flows`): slices on both sides of a word's edge, several flows from or to one slice, a slice
     # flowing to itself; flow k is id k + 1, each slice's ids ascending
     import io
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb

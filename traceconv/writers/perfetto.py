@@ -56,7 +56,7 @@ written here field by field from the one tag table (no pb2 message: importing
 ``perfetto_trace_pb2`` is most of a small conversion's start-up).  The event
 packets -- millions of them --
 and the interned data are encoded by the compiled core
-(``rust/src/encode.rs``, ``traceconv._core.encode``): a first pass over all
+(``rust/src/encode/``, ``traceconv._core.encode``): a first pass over all
 args rows (serde_json) numbers their keys and counts their string values, a
 second pass reads each row's JSON text again straight into
 ``DebugAnnotation`` bytes and writes the packets of a step of the event

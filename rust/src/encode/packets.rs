@@ -1,0 +1,567 @@
+//! The packets of the writer's event stream ([`EventEncoder`]: a step at a time, its args by
+//! `args.rs`, on two threads from [`PARALLEL_ROWS`] rows) and of its interned data
+//! ([`interned_packets`]).
+
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
+use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+
+use super::args::{row_bytes, ArgsTable, Encoded, Pred};
+use super::{key_len, put_bytes, E_CAT, E_COUNTER, E_DOUBLE, E_FLOW, E_NAME, E_TFLOW, E_TRACK, E_TYPE, PARALLEL_ROWS,
+            P_FLAGS, P_INTERNED, P_SEQ, P_TE, P_TS, S_IID, S_STR, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
+            TYPE_SLICE_END, T_PACKET};
+use crate::nest::{column, same_length, Column};
+
+fn arr<'py, T: numpy::Element>(py: Python<'py>, a: &Py<PyArray1<T>>) -> PyResult<PyReadonlyArray1<'py, T>> {
+    Ok(a.bind(py).try_readonly()?)
+}
+
+fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a [T]> {
+    a.as_slice().map_err(|e| PyValueError::new_err(format!("a column that is not contiguous: {e}")))
+}
+
+/// EventEncoder(table, codes, seq_id, flags (0: no sequence_flags field), uuids, iids, slices, instants, counters,
+/// flows_out, flows_in, last, default_uuid=0, parallel_rows=8192)
+///
+/// Pass 2: the packets of the writer's event stream, a step at a time ([`run`]).  `codes` are the
+/// stream's kind values for (begin, end, instant, counter); `uuids[track]` is a track's uuid, left
+/// out of the events on the track whose uuid is `default_uuid` (the sequence's
+/// `TrackEventDefaults.track_uuid`; 0: none); `iids` are (name iids, category iids), each an int32
+/// per string id: the iid of an event whose name (category) is that string (a category iid 0: none);
+/// `slices` / `instants` are (track int32, name int32, category int32 (string ids), args data uint8,
+/// args offsets int64);
+/// `counters` (track int32, value bits uint64); `flows_out` / `flows_in` per flow, the slice it
+/// leaves from / arrives at (int64; the flow with index k has id (k + 1) * scale + base, `flow_ids =
+/// (scale, base)`: (1, 0) unless the trace is one of several sequences of a file, each its own ids)
+/// -- `flow_ids` / `terminating_flow_ids`.  `last` is the time the first event's delta is from.
+#[pyclass(module = "traceconv._core.encode")]
+pub struct EventEncoder {
+    table: Py<ArgsTable>,
+    codes: [i64; 4],
+    seq_id: u64,
+    flags: u64,
+    uuids: Vec<u64>,
+    name_iids: Vec<u64>,
+    cat_iids: Vec<u64>,
+    default_uuid: u64,
+    s: Cols,
+    i: Cols,
+    c: (Py<PyArray1<i32>>, Py<PyArray1<u64>>),
+    fo: Flows,
+    fi: Flows,
+    last: i64,
+    /// a flow's id: (index + 1) * scale + base
+    flow_ids: (u64, u64),
+    parallel_rows: usize,
+    /// the predictions of pass 2 (one set per thread), kept from step to step
+    preds_s: [Pred; 2],
+    preds_i: [Pred; 2],
+    /// a step's buffers, kept for the next step (see [`Scratch`]) once `keeps`
+    scratch: Scratch,
+    keeps: bool,
+}
+
+/// The buffers a step fills and empties, kept from step to step: the annotations of its slices and
+/// instants, and its packets (each in two halves, one per thread).  Made anew for each step, they
+/// were fresh mappings (each past glibc's mmap threshold) that the system zeroed page by page.
+#[derive(Default)]
+struct Scratch {
+    s: [Encoded; 2],
+    i: [Encoded; 2],
+    packets: [Vec<u8>; 2],
+}
+
+/// Flow ids by slice, looked up in O(1) per slice begin: a bit per slice says whether it has any;
+/// the slices that have are numbered by the bits before theirs (a count per 64 slices, and the
+/// word's own bits), and the `k`-th one's ids are `ids[start[k]..start[k + 1]]`, ascending.  About
+/// the memory of the (slice, id) pairs sorted for a binary search per begin, which this replaced
+/// (8 bytes per flow end, and here 1.5 bits per slice more; a dense start per slice takes 4 bytes
+/// a slice, 2.5 MB per direction at 1M events): the searches missed the cache at every step, and
+/// the 1M trace's encoder spent 0.29-0.35 s in its steps against 0.27-0.31 s now.
+#[derive(Default)]
+struct Flows {
+    bits: Vec<u64>,
+    before: Vec<u32>,
+    start: Vec<u32>,
+    ids: Vec<u32>,
+}
+
+impl Flows {
+    /// The flow ids of slice `r`.
+    #[inline]
+    fn of(&self, r: usize) -> &[u32] {
+        let (w, b) = (r / 64, r % 64);
+        let Some(&word) = self.bits.get(w) else { return &[] };
+        if word >> b & 1 == 0 {
+            return &[];
+        }
+        let k = self.before[w] as usize + (word & ((1u64 << b) - 1)).count_ones() as usize;
+        &self.ids[self.start[k] as usize..self.start[k + 1] as usize]
+    }
+}
+
+fn flow_ends(ends: &[i64], n: usize, what: &str) -> PyResult<Flows> {
+    if n >= u32::MAX as usize || ends.len() >= u32::MAX as usize {
+        return Err(PyValueError::new_err("EventEncoder: more than 2^32 slices or flows"));
+    }
+    if ends.is_empty() {
+        return Ok(Flows::default());
+    }
+    let mut pairs = Vec::with_capacity(ends.len());
+    for (k, &e) in ends.iter().enumerate() {
+        let r = idx(e, n, what).map_err(PyValueError::new_err)?;
+        pairs.push((r as u32, k as u32 + 1));
+    }
+    pairs.sort_unstable();
+    let words = n.div_ceil(64);
+    let mut f = Flows { bits: vec![0; words], before: vec![0; words], start: Vec::new(), ids: Vec::with_capacity(pairs.len()) };
+    for (j, &(r, id)) in pairs.iter().enumerate() {
+        if j == 0 || pairs[j - 1].0 != r {
+            f.bits[r as usize / 64] |= 1 << (r % 64);
+            f.start.push(j as u32);
+        }
+        f.ids.push(id);
+    }
+    f.start.push(pairs.len() as u32);
+    let mut count = 0u32;
+    for w in 0..words {
+        f.before[w] = count;
+        count += f.bits[w].count_ones();
+    }
+    Ok(f)
+}
+
+type Cols = (Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<i32>>, Py<PyArray1<u8>>, Py<PyArray1<i64>>);
+
+/// One event's packet, given its parts.
+struct Ev<'a> {
+    etype: u64,
+    uuid: u64,
+    name: u64,
+    cat: u64,
+    ann: &'a [u8],
+    counter: Option<u64>,
+    fo: &'a [u32],
+    fi: &'a [u32],
+}
+
+/// A counter's value as `counter_value` (an int64 varint) when that is the same number in fewer
+/// bytes -- a whole, non-negative double below 2^56 (not -0.0) -- else None (`double_counter_value`).
+fn counter_int(bits: u64) -> Option<u64> {
+    let v = f64::from_bits(bits);
+    (bits >> 63 == 0 && v.fract() == 0.0 && v < (1u64 << 56) as f64).then_some(v as u64)
+}
+
+/// The packet of one event: its sequence id and flags, its track event, its timestamp.  `default_uuid` is the sequence's `TrackEventDefaults.track_uuid`: an
+/// event on that track leaves its `track_uuid` out.
+fn put_packet(out: &mut Vec<u8>, delta: u64, seq: u64, flags: u64, default_uuid: u64, flow_ids: (u64, u64), ev: &Ev) {
+    let vl = |v: u64| encoded_len_varint(v);
+    let own_track = ev.uuid != default_uuid;
+    let mut te = key_len(E_TYPE) + vl(ev.etype);
+    if own_track {
+        te += key_len(E_TRACK) + vl(ev.uuid);
+    }
+    let counter_int = ev.counter.and_then(counter_int);
+    if let Some(v) = counter_int {
+        te += key_len(E_COUNTER) + vl(v);
+    } else if ev.counter.is_some() {
+        te += key_len(E_DOUBLE) + 8;
+    } else if ev.etype != TYPE_SLICE_END {
+        te += key_len(E_NAME) + vl(ev.name) + ev.ann.len();
+        if ev.cat != 0 {
+            te += key_len(E_CAT) + vl(ev.cat);
+        }
+        te += (key_len(E_FLOW) + 8) * ev.fo.len() + (key_len(E_TFLOW) + 8) * ev.fi.len();
+    }
+    let mut body = key_len(P_TS) + vl(delta) + key_len(P_SEQ) + vl(seq) + key_len(P_TE) + vl(te as u64) + te;
+    if flags != 0 {
+        body += key_len(P_FLAGS) + vl(flags);
+    }
+    encode_key(T_PACKET, WireType::LengthDelimited, out);
+    encode_varint(body as u64, out);
+    encode_key(P_SEQ, WireType::Varint, out);
+    encode_varint(seq, out);
+    if flags != 0 {
+        encode_key(P_FLAGS, WireType::Varint, out);
+        encode_varint(flags, out);
+    }
+    encode_key(P_TE, WireType::LengthDelimited, out);
+    encode_varint(te as u64, out);
+    encode_key(E_TYPE, WireType::Varint, out);
+    encode_varint(ev.etype, out);
+    if own_track {
+        encode_key(E_TRACK, WireType::Varint, out);
+        encode_varint(ev.uuid, out);
+    }
+    if let Some(v) = counter_int {
+        encode_key(E_COUNTER, WireType::Varint, out);
+        encode_varint(v, out);
+    } else if let Some(bits) = ev.counter {
+        encode_key(E_DOUBLE, WireType::SixtyFourBit, out);
+        out.extend_from_slice(&bits.to_le_bytes());
+    } else if ev.etype != TYPE_SLICE_END {
+        encode_key(E_NAME, WireType::Varint, out);
+        encode_varint(ev.name, out);
+        if ev.cat != 0 {
+            encode_key(E_CAT, WireType::Varint, out);
+            encode_varint(ev.cat, out);
+        }
+        out.extend_from_slice(ev.ann);
+        let (scale, base) = flow_ids;
+        for &f in ev.fo {
+            encode_key(E_FLOW, WireType::SixtyFourBit, out);
+            out.extend_from_slice(&(f as u64 * scale + base).to_le_bytes());
+        }
+        for &f in ev.fi {
+            encode_key(E_TFLOW, WireType::SixtyFourBit, out);
+            out.extend_from_slice(&(f as u64 * scale + base).to_le_bytes());
+        }
+    }
+    // the timestamp last: protobuf readers take fields in any order, and the one field that differs
+    // in every packet, put after the event instead of before it, makes the gzipped file 6 % smaller
+    encode_key(P_TS, WireType::Varint, out);
+    encode_varint(delta, out);
+}
+
+fn idx(v: i64, n: usize, what: &str) -> Result<usize, String> {
+    if v < 0 || v as usize >= n {
+        Err(format!("{what} {v} out of range ({n})"))
+    } else {
+        Ok(v as usize)
+    }
+}
+
+#[pymethods]
+impl EventEncoder {
+    #[new]
+    #[pyo3(signature = (table, codes, seq_id, flags, uuids, iids, slices, instants, counters, flows_out, flows_in,
+                        last, default_uuid = 0, parallel_rows = PARALLEL_ROWS, flow_ids = (1, 0)))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        table: Py<ArgsTable>,
+        codes: [i64; 4],
+        seq_id: u64,
+        flags: u64,
+        uuids: Column<'_, i64>,
+        iids: (Column<'_, i32>, Column<'_, i32>),
+        slices: Cols,
+        instants: Cols,
+        counters: (Py<PyArray1<i32>>, Py<PyArray1<u64>>),
+        flows_out: Column<'_, i64>,
+        flows_in: Column<'_, i64>,
+        last: i64,
+        default_uuid: u64,
+        parallel_rows: usize,
+        flow_ids: (u64, u64),
+    ) -> PyResult<Self> {
+        if flow_ids.0 == 0 || (u32::MAX as u64 + 1).checked_mul(flow_ids.0).and_then(|m| m.checked_add(flow_ids.1)).is_none() {
+            return Err(PyValueError::new_err("EventEncoder: flow_ids (scale, base) would give 0 or overflow 64 bits"));
+        }
+        let n = slices.0.bind(py).len()?;
+        let (fo, fi) = (flow_ends(&column(&flows_out), n, "flow source")?,
+                        flow_ends(&column(&flows_in), n, "flow destination")?);
+        let uuids = column(&uuids).iter().map(|&u| u as u64).collect();
+        let name_iids = column(&iids.0).iter().map(|&u| u.max(0) as u64).collect();
+        let cat_iids = column(&iids.1).iter().map(|&u| u.max(0) as u64).collect();
+        Ok(EventEncoder {
+            table, codes, seq_id, flags, uuids, name_iids, cat_iids, default_uuid, s: slices, i: instants, c: counters, fo, fi,
+            last, flow_ids, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
+            scratch: Default::default(), keeps: false,
+        })
+    }
+
+    /// run(time int64, kind int8/any int, index int64, fallback, buf=None) -> (uint8 array, n): the
+    /// packets of these events (a step of the stream) are the array's first n bytes.  The array
+    /// is `buf` when it is given and has room (a buffer the caller reuses from step to step, done
+    /// with before the next call); a new one with room to spare for the next steps when `buf` is
+    /// too small; without `buf`, a new one of the step's bytes alone.  Rows
+    /// the encoder leaves alone go to `fallback(0 for slices or 1 for instants, rows int64 array)
+    /// -> list of bytes` (their encoded annotations).
+    #[pyo3(signature = (time, kind, index, fallback, buf = None))]
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        time: Column<'py, i64>,
+        kind: Column<'py, i64>,
+        index: Column<'py, i64>,
+        fallback: Bound<'py, PyAny>,
+        buf: Option<Bound<'py, PyArray1<u8>>>,
+    ) -> PyResult<(Bound<'py, PyArray1<u8>>, usize)> {
+        let (time, kind, index) = (column(&time), column(&kind), column(&index));
+        let n = time.len();
+        same_length("run", &[n, kind.len(), index.len()])?;
+        let [k_begin, _, k_instant, _] = self.codes;
+        let (st, sn, sc, sd, so) = (arr(py, &self.s.0)?, arr(py, &self.s.1)?, arr(py, &self.s.2)?,
+                                    arr(py, &self.s.3)?, arr(py, &self.s.4)?);
+        let (it, inm, ic, id, io) = (arr(py, &self.i.0)?, arr(py, &self.i.1)?, arr(py, &self.i.2)?,
+                                     arr(py, &self.i.3)?, arr(py, &self.i.4)?);
+        let (ct, cb) = (arr(py, &self.c.0)?, arr(py, &self.c.1)?);
+        let (st, sn, sc, sd, so) = (slice(&st)?, slice(&sn)?, slice(&sc)?, slice(&sd)?, slice(&so)?);
+        let (it, inm, ic, id, io) = (slice(&it)?, slice(&inm)?, slice(&ic)?, slice(&id)?, slice(&io)?);
+        let (ct, cb) = (slice(&ct)?, slice(&cb)?);
+        let rows_s: Vec<i64> = (0..n).filter(|&e| kind[e] == k_begin).map(|e| index[e]).collect();
+        let rows_i: Vec<i64> = (0..n).filter(|&e| kind[e] == k_instant).map(|e| index[e]).collect();
+        let table = self.table.borrow(py);
+        let args: &ArgsTable = &table;
+        let par = self.parallel_rows;
+        let (ps, pi) = (&mut self.preds_s, &mut self.preds_i);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let Scratch { s: [s_got, s_spare], i: [i_got, i_spare], packets: [out, spare] } = &mut scratch;
+        py.detach(|| {
+            args.encode_step(sd, so, &rows_s, par, ps, s_got, s_spare)?;
+            args.encode_step(id, io, &rows_i, par, pi, i_got, i_spare)
+        })
+        .map_err(PyValueError::new_err)?;
+        let ((sa, se, sf), (ia, ie, if_)) = (&*s_got, &*i_got);
+        // the rows left to the Python encoder
+        let mut parts: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+        for (w, (rows, flags)) in [(&rows_s, sf), (&rows_i, if_)].into_iter().enumerate() {
+            let left: Vec<i64> = rows.iter().zip(flags.iter()).filter(|(_, &f)| f != 0).map(|(&r, _)| r).collect();
+            if !left.is_empty() {
+                let got = fallback.call1((w, left.clone().into_pyarray(py)))?;
+                let list = got.cast::<PyList>()?;
+                if list.len() != left.len() {
+                    return Err(PyValueError::new_err("fallback: one bytes object per row expected"));
+                }
+                for x in list.iter() {
+                    parts[w].push(x.cast::<PyBytes>()?.as_bytes().to_vec());
+                }
+            }
+        }
+        let a = Assembly {
+            enc: &*self, kind: &kind, time: &time, index: &index, st, sn, sc, it, inm, ic, ct, cb,
+            s_ann: Anns { text: sa, ends: se, flags: sf, python: &parts[0] },
+            i_ann: Anns { text: ia, ends: ie, flags: if_, python: &parts[1] },
+        };
+        let last = self.last;
+        out.clear();
+        spare.clear();
+        py.detach(|| {
+            if n < par.max(2) || rayon::current_num_threads() < 2 {
+                return a.packets(0, n, Start { last, ..Default::default() }, out);
+            }
+            // two halves on two threads: the second starts where the first ends (its row
+            // counters, and the time its first delta is from)
+            let m = n / 2;
+            let js = kind[..m].iter().filter(|&&k| k == k_begin).count();
+            let ji = kind[..m].iter().filter(|&&k| k == k_instant).count();
+            let second = Start {
+                last: time[m - 1], js, ji,
+                fs: sf[..js].iter().filter(|&&f| f != 0).count(),
+                fi: if_[..ji].iter().filter(|&&f| f != 0).count(),
+            };
+            let (x, y) = rayon::join(|| a.packets(0, m, Start { last, ..Default::default() }, out),
+                                     || a.packets(m, n, second, spare));
+            x?;
+            y
+        })
+        .map_err(PyValueError::new_err)?;
+        // the two halves into the caller's buffer (kept: they are not handed over), or without a
+        // buffer, as they are (the first half's buffer goes with them, made anew next step)
+        let (first, size) = (out.len(), out.len() + spare.len());
+        let arr = match buf {
+            None => {
+                let mut all = std::mem::take(out);
+                all.extend_from_slice(spare);
+                all.into_pyarray(py)
+            }
+            Some(b) => {
+                let b = if numpy::PyUntypedArrayMethods::len(&b) >= size {
+                    b
+                } else {
+                    // (zeroed by the system, not written: only the pages the steps fill are touched)
+                    PyArray1::zeros(py, size + size / 4, false)
+                };
+                let mut w = b
+                    .try_readwrite()
+                    .map_err(|e| PyValueError::new_err(format!("run: the buffer cannot be written ({e})")))?;
+                let dst = w.as_slice_mut().map_err(|_| PyValueError::new_err("run: the buffer is not contiguous"))?;
+                dst[..first].copy_from_slice(out);
+                dst[first..size].copy_from_slice(spare);
+                drop(w);
+                b
+            }
+        };
+        // kept for the next steps once a step has been split over two threads (a conversion's;
+        // its windows' last steps are often too short to split): on one thread (a merge's worker,
+        // whose heap keeps what it frees) the buffers freed here serve the next step's
+        // allocations, and kept beside them they raised its peak (+3-5 MiB)
+        self.keeps |= n >= par.max(2);
+        if self.keeps {
+            self.scratch = scratch;
+        }
+        if n > 0 {
+            self.last = time[n - 1];
+        }
+        Ok((arr, size))
+    }
+}
+
+/// Where [`Assembly::packets`] starts in a step: the time its first delta is from, and how many
+/// slice begins and instants (`js`, `ji`) and of those how many left to Python (`fs`, `fi`) came
+/// before it.
+#[derive(Default, Clone, Copy)]
+struct Start {
+    last: i64,
+    js: usize,
+    ji: usize,
+    fs: usize,
+    fi: usize,
+}
+
+/// A step's annotations of one table: the encoder's, back to back, each row's end, its flag (1:
+/// left to Python), and the Python encoder's annotations of the flagged rows, in order.
+struct Anns<'a> {
+    text: &'a [u8],
+    ends: &'a [i64],
+    flags: &'a [u8],
+    python: &'a [Vec<u8>],
+}
+
+impl<'a> Anns<'a> {
+    /// Row `j`'s annotations; `f` counts the flagged rows before it (and counts this one).
+    fn row(&self, j: usize, f: &mut usize) -> &'a [u8] {
+        if self.flags[j] != 0 {
+            *f += 1;
+            &self.python[*f - 1]
+        } else {
+            let a0 = if j == 0 { 0 } else { self.ends[j - 1] as usize };
+            &self.text[a0..self.ends[j] as usize]
+        }
+    }
+}
+
+/// A step's events and the columns their packets are made of, borrowed (the rest is the encoder's).
+struct Assembly<'a> {
+    enc: &'a EventEncoder,
+    kind: &'a [i64],
+    time: &'a [i64],
+    index: &'a [i64],
+    st: &'a [i32],
+    sn: &'a [i32],
+    sc: &'a [i32],
+    it: &'a [i32],
+    inm: &'a [i32],
+    ic: &'a [i32],
+    ct: &'a [i32],
+    cb: &'a [u64],
+    s_ann: Anns<'a>,
+    i_ann: Anns<'a>,
+}
+
+impl Assembly<'_> {
+    /// About the bytes of the packets of events `lo..hi`: their share of the annotations, and a
+    /// packet's own fields.
+    fn room(&self, lo: usize, hi: usize) -> usize {
+        let n = self.kind.len().max(1);
+        (self.s_ann.text.len() + self.i_ann.text.len()) / n * (hi - lo) + 48 * (hi - lo)
+    }
+
+    /// The packets of events `lo..hi`, added to `out`.
+    fn packets(&self, lo: usize, hi: usize, at: Start, out: &mut Vec<u8>) -> Result<(), String> {
+        let enc = self.enc;
+        let [k_begin, k_end, k_instant, k_counter] = enc.codes;
+        let (uuids, name_iids, cat_iids) = (&enc.uuids, &enc.name_iids, &enc.cat_iids);
+        let (nn, nc, nt) = (name_iids.len(), cat_iids.len(), uuids.len());
+        let Start { mut last, mut js, mut ji, mut fs, mut fi } = at;
+        out.reserve(self.room(lo, hi));
+        for e in lo..hi {
+            let k = self.kind[e];
+            let t = self.time[e];
+            let delta = t.wrapping_sub(last) as u64;
+            let ev = if k == k_end {
+                let r = idx(self.index[e], self.st.len(), "slice")?;
+                Ev { etype: TYPE_SLICE_END, uuid: uuids[idx(self.st[r] as i64, nt, "track")?], name: 0, cat: 0,
+                     ann: &[], counter: None, fo: &[], fi: &[] }
+            } else if k == k_begin {
+                let r = idx(self.index[e], self.st.len(), "slice")?;
+                let ann = self.s_ann.row(js, &mut fs);
+                js += 1;
+                Ev { etype: TYPE_SLICE_BEGIN, uuid: uuids[idx(self.st[r] as i64, nt, "track")?],
+                     name: name_iids[idx(self.sn[r] as i64, nn, "name")?],
+                     cat: cat_iids[idx(self.sc[r] as i64, nc, "category")?], ann, counter: None,
+                     fo: enc.fo.of(r), fi: enc.fi.of(r) }
+            } else if k == k_instant {
+                let r = idx(self.index[e], self.it.len(), "instant")?;
+                let ann = self.i_ann.row(ji, &mut fi);
+                ji += 1;
+                Ev { etype: TYPE_INSTANT, uuid: uuids[idx(self.it[r] as i64, nt, "track")?],
+                     name: name_iids[idx(self.inm[r] as i64, nn, "name")?],
+                     cat: cat_iids[idx(self.ic[r] as i64, nc, "category")?], ann, counter: None, fo: &[], fi: &[] }
+            } else if k == k_counter {
+                let r = idx(self.index[e], self.ct.len(), "counter")?;
+                Ev { etype: TYPE_COUNTER, uuid: uuids[idx(self.ct[r] as i64, nt, "track")?], name: 0, cat: 0,
+                     ann: &[], counter: Some(self.cb[r]), fo: &[], fi: &[] }
+            } else {
+                return Err(format!("run: unknown event kind {k}"));
+            };
+            put_packet(out, delta, enc.seq_id, enc.flags, enc.default_uuid, enc.flow_ids, &ev);
+            last = t;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- interned data
+
+/// interned_packets(field, iids, data, off, seq_id, flags, max_bytes) -> bytes: the entries
+/// `field { iid: iids[j], name/str: data[off[j]:off[j + 1]] }` of `InternedData` (the layout of
+/// EventName, EventCategory, DebugAnnotationName and InternedString), in `TracePacket`s of at most
+/// about `max_bytes` of entries each.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn interned_packets<'py>(
+    py: Python<'py>,
+    field: u32,
+    iids: Column<'py, i64>,
+    data: Column<'py, u8>,
+    off: Column<'py, i64>,
+    seq_id: u64,
+    flags: u64,
+    max_bytes: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let (iids, data, off) = (column(&iids), column(&data), column(&off));
+    if off.len() != iids.len() + 1 {
+        return Err(PyValueError::new_err("interned_packets: offsets must be one more than iids"));
+    }
+    let out = py
+        .detach(|| {
+            let mut out = Vec::new();
+            let mut entries = Vec::new();
+            let flush = |entries: &mut Vec<u8>, out: &mut Vec<u8>| {
+                let body = key_len(P_SEQ) + encoded_len_varint(seq_id) + key_len(P_FLAGS) + encoded_len_varint(flags)
+                    + key_len(P_INTERNED) + encoded_len_varint(entries.len() as u64) + entries.len();
+                encode_key(T_PACKET, WireType::LengthDelimited, out);
+                encode_varint(body as u64, out);
+                encode_key(P_SEQ, WireType::Varint, out);
+                encode_varint(seq_id, out);
+                encode_key(P_FLAGS, WireType::Varint, out);
+                encode_varint(flags, out);
+                put_bytes(P_INTERNED, entries, out);
+                entries.clear();
+            };
+            for j in 0..iids.len() {
+                let s = row_bytes(&data, &off, j)?;
+                let inner = key_len(S_IID) + encoded_len_varint(iids[j] as u64) + key_len(S_STR)
+                    + encoded_len_varint(s.len() as u64) + s.len();
+                let size = key_len(field) + encoded_len_varint(inner as u64) + inner;
+                if !entries.is_empty() && entries.len() + size > max_bytes {
+                    flush(&mut entries, &mut out);
+                }
+                encode_key(field, WireType::LengthDelimited, &mut entries);
+                encode_varint(inner as u64, &mut entries);
+                encode_key(S_IID, WireType::Varint, &mut entries);
+                encode_varint(iids[j] as u64, &mut entries);
+                put_bytes(S_STR, s, &mut entries);
+            }
+            if !entries.is_empty() {
+                flush(&mut entries, &mut out);
+            }
+            Ok::<_, String>(out)
+        })
+        .map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &out))
+}
