@@ -1,10 +1,10 @@
-"""The compiled event scanner (``traceconv._core.scan``, rust/src/scan.rs) through its Python binding.
+"""The compiled event scanner (``traceconv._core.scan``, rust/src/scan/) through its Python binding.
 
 Every fuzz case's bytes also go straight to the scanner, cut into random blocks as the reader's
-producer thread feeds it, and to ``value_end``/``skip_ws``/``deep_spans``/``compact``: each call must
-return (a status for text that is not JSON) or raise ValueError for arguments out of range.  Any
-other exception -- above all pyo3's ``PanicException``, a Rust panic, which derives from
-BaseException -- is a failure.
+producer thread feeds it, its rows to ``split`` (as the reader sorts them), and the bytes to
+``value_end``/``skip_ws``/``deep_spans``: each call must return (a status for text that is not
+JSON) or raise ValueError for arguments out of range.  Any other exception -- above all pyo3's
+``PanicException``, a Rust panic, which derives from BaseException -- is a failure.
 """
 
 from __future__ import annotations
@@ -39,8 +39,13 @@ def feed(data: bytes, rng: random.Random) -> None:
             assert pos <= new_pos <= len(buf) or status == S.BAD, (pos, new_pos, len(buf))
             n = len(cols["flags"])
             if n:
-                data_, lens = S.compact(cols["args"], cols["args_off"], np.arange(n))
-                assert int(lens.sum()) == len(data_)
+                k = S.split(cols["flags"], cols["ph"], cols["name"], cols["cat"], cols["ts"], cols["dur"],
+                            cols["pid"], cols["tid"], cols["id"], cols["s"], cols["bp"], cols["args"],
+                            cols["args_off"], np.arange(len(strings), dtype=np.int32), 0, rng.random() < 0.5)
+                parts = sum(len(k[p + "rows"]) for p in ("x_", "f_", "i_")) + len(k["rest"])
+                assert parts == n, (parts, n)
+                for p in ("x_", "i_"):
+                    assert int(k[p + "lens"].sum()) == len(k[p + "args"]), p
             pos = new_pos
             if status != S.FULL:
                 break
@@ -66,10 +71,6 @@ def check(data: bytes, rng: random.Random) -> tuple[str, str] | None:
             assert v in (-1, -2) or i < v <= len(data), (i, v)
             assert S.skip_ws(data, i) <= len(data)
         S.deep_spans(data, rng.randrange(70))
-        try:
-            S.compact(np.frombuffer(data[:8], np.uint8), np.array([0, len(data)]), np.array([0, 1]))
-        except ValueError:
-            pass
     except BaseException as e:  # noqa: BLE001 - a PanicException is a BaseException
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise

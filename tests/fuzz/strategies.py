@@ -404,7 +404,7 @@ def megengine_static(draw: Any) -> Case:
 
 @st.composite
 def scanner(draw: Any) -> Case:
-    """Bytes where the compiled event scanner (rust/src/scan.rs) reads them: a Kineto trace with
+    """Bytes where the compiled event scanner (rust/src/scan/) reads them: a Kineto trace with
     hypothesis-drawn bytes spliced into its event array (inside an event, a name, an args object,
     or between events), sometimes repeated so the damage lands past the first scanned block."""
     base = draw(kineto()).data

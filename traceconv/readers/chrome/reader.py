@@ -5,7 +5,7 @@ except where noted):
 
 * Container: an object with ``traceEvents`` (other top-level keys go to the trace metadata) or a
   bare array; ``.gz`` is detected by magic bytes.  A file is read as a stream, a block at a time,
-  by the compiled scanner (``traceconv._core.scan``, rust/src/scan.rs: serde_json underneath) that
+  by the compiled scanner (``traceconv._core.scan``, rust/src/scan/: serde_json underneath) that
   turns events of the plain shape into columns; an event of any other shape is decoded from its own text with msgspec into a
   small Struct and converted one by one.  ``args`` stay JSON text (whitespace between tokens
   removed), never rebuilt as Python objects, and reach the Chrome JSON output verbatim and the

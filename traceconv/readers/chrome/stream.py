@@ -2,7 +2,7 @@
 gzip too) in a thread of its own (:class:`_Prefetch`), made valid UTF-8 (:func:`repair_utf8`, a
 character cut between blocks moved to the next one), the top-level keys before and after the event
 array found (:func:`_find_events`, :func:`_parse_tail`, :func:`_tail_guess`), and the events scanned
-into columns by the compiled scanner (:data:`SCAN`, rust/src/scan.rs) through :func:`_scan`, a block
+into columns by the compiled scanner (:data:`SCAN`, rust/src/scan/) through :func:`_scan`, a block
 at a time by threads of their own (:class:`BlockScanner`).  The reader (:mod:`.reader`) drives it
 and turns the columns into the model."""
 
@@ -24,7 +24,7 @@ from ...io import Source
 from .document import _TOP, _header_value
 
 
-SCAN = _core.scan           # the compiled scanner (rust/src/scan.rs)
+SCAN = _core.scan           # the compiled scanner (rust/src/scan/)
 Rows = types.SimpleNamespace  # one scan call's columns (see SCAN.scan), by name
 
 

@@ -1,0 +1,316 @@
+//! A batch of the scanner's rows into what the reader (`traceconv.readers.chrome.reader`) takes
+//! in bulk: [`split`] and [`Pairs`] (see the module docstring of `scan`).
+
+use indexmap::IndexSet;
+use numpy::{IntoPyArray, PyArray1};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rustc_hash::FxBuildHasher;
+use std::sync::Mutex;
+
+use super::{lock, F_BP, F_DUR, F_ID, F_PH, F_PID, F_S, F_TID, F_TS, SLOW};
+use crate::nest::{column, same_length, Column};
+
+/// The (pid, tid) pairs the reader has placed, each with its id (the order it was first seen
+/// in): the reader keeps each pair's track in an array indexed by these ids, so that placing a
+/// batch of rows is one hash lookup per row here and one `thread()` call per new pair there.
+#[pyclass(frozen, module = "traceconv._core.scan")]
+pub struct Pairs {
+    table: Mutex<IndexSet<(i64, i64), FxBuildHasher>>,
+}
+
+#[pymethods]
+impl Pairs {
+    #[new]
+    fn new() -> Self {
+        Pairs {
+            table: Mutex::new(IndexSet::default()),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        lock(&self.table).len()
+    }
+
+    /// ids(pid, tid) -> (ids, new): each row's pair id (int64), and the pairs this call added, in
+    /// id order.  Runs without the GIL.
+    #[allow(clippy::type_complexity)]
+    fn ids<'py>(
+        &self,
+        py: Python<'py>,
+        pid: Column<'py, i64>,
+        tid: Column<'py, i64>,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Vec<(i64, i64)>)> {
+        let (pid, tid) = (column(&pid), column(&tid));
+        same_length("ids", &[pid.len(), tid.len()])?;
+        let (ids, new) = py.detach(|| {
+            let mut t = lock(&self.table);
+            let before = t.len();
+            let ids: Vec<i64> = pid
+                .iter()
+                .zip(tid.iter())
+                .map(|(&p, &q)| t.insert_full((p, q)).0 as i64)
+                .collect();
+            let new: Vec<(i64, i64)> = (before..t.len())
+                .filter_map(|k| t.get_index(k).copied())
+                .collect();
+            (ids, new)
+        });
+        Ok((ids.into_pyarray(py), new))
+    }
+}
+
+
+/// One category of a batch's rows (see [`split`]): the rows, their place, names and times, and
+/// (X rows and instants) their args gathered back to back.
+struct Part {
+    rows: Vec<i64>,
+    ts: Vec<i64>,
+    pid: Vec<i64>,
+    tid: Vec<i64>,
+    name: Vec<i32>,
+    cat: Vec<i32>,
+    args: Vec<u8>,
+    lens: Vec<i64>,
+    /// X: duration; flows: id
+    val: Vec<i64>,
+    /// flows: the phase; instants: the scope letter (`t` when the event has no `s`)
+    letter: Vec<u8>,
+    /// flows: `bp: "e"`
+    bp_e: Vec<bool>,
+    /// the latest time (an X's end), i64::MIN if none
+    top: i64,
+}
+
+impl Part {
+    /// Room for `rows` rows and `text` bytes of args.
+    fn with_room(rows: usize, text: usize) -> Self {
+        Part {
+            rows: Vec::with_capacity(rows),
+            ts: Vec::with_capacity(rows),
+            pid: Vec::with_capacity(rows),
+            tid: Vec::with_capacity(rows),
+            name: Vec::with_capacity(rows),
+            cat: Vec::with_capacity(rows),
+            args: Vec::with_capacity(text),
+            lens: Vec::with_capacity(rows),
+            val: Vec::with_capacity(rows),
+            letter: Vec::with_capacity(rows),
+            bp_e: Vec::with_capacity(rows),
+            top: i64::MIN,
+        }
+    }
+
+    fn into_dict<'py>(self, py: Python<'py>, d: &Bound<'py, PyDict>, pre: &str) -> PyResult<()> {
+        let Part {
+            rows,
+            ts,
+            pid,
+            tid,
+            name,
+            cat,
+            args,
+            lens,
+            val,
+            letter,
+            bp_e,
+            top,
+        } = self;
+        d.set_item(format!("{pre}rows"), rows.into_pyarray(py))?;
+        d.set_item(format!("{pre}ts"), ts.into_pyarray(py))?;
+        d.set_item(format!("{pre}pid"), pid.into_pyarray(py))?;
+        d.set_item(format!("{pre}tid"), tid.into_pyarray(py))?;
+        d.set_item(format!("{pre}name"), name.into_pyarray(py))?;
+        d.set_item(format!("{pre}cat"), cat.into_pyarray(py))?;
+        d.set_item(format!("{pre}args"), args.into_pyarray(py))?;
+        d.set_item(format!("{pre}lens"), lens.into_pyarray(py))?;
+        d.set_item(format!("{pre}val"), val.into_pyarray(py))?;
+        d.set_item(format!("{pre}letter"), letter.into_pyarray(py))?;
+        d.set_item(format!("{pre}bp_e"), bp_e.into_pyarray(py))?;
+        d.set_item(format!("{pre}top"), top)?;
+        Ok(())
+    }
+}
+
+/// split(flags, ph, name, cat, ts, dur, pid, tid, id, s, bp, args, args_off, smap, base, tid_zero)
+/// -> dict
+///
+/// The rows of one `scan` call sorted into what the reader takes in bulk, in one pass (the rules
+/// `ChromeReader._take_rows` states):
+///
+/// * `x_`: complete events of the plain shape (`ts`, `dur` >= 0 and `ph` "X", nothing SLOW);
+/// * `f_`: flow events (`s`/`t`/`f` with `ts` and an integer `id`, nothing SLOW);
+/// * `i_`: instants (`i`/`I`/`R` with `ts`, without `id`, nothing SLOW);
+/// * `rest`: every other row, for the general decoder.
+///
+/// Each part has `rows` (the row numbers), `ts` (+ `base`), `pid` (0 when missing), `tid` (when
+/// missing: 0 with `tid_zero`, else the pid), `name`/`cat` (model string ids through `smap`, 0
+/// for none), `args`/`lens` (the rows' compacted args back to back; X and instants), `val` (X: the
+/// duration; flows: the id), `letter` (flows: the phase; instants: `s`, or `t` without one),
+/// `bp_e` (flows: `bp` is "e") and `top` (the latest time, an X's end; i64 min for none).
+/// Runs without the GIL.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn split<'py>(
+    py: Python<'py>,
+    flags: Column<'py, i32>,
+    ph: Column<'py, u8>,
+    name: Column<'py, i32>,
+    cat: Column<'py, i32>,
+    ts: Column<'py, i64>,
+    dur: Column<'py, i64>,
+    pid: Column<'py, i64>,
+    tid: Column<'py, i64>,
+    id: Column<'py, i64>,
+    s: Column<'py, u8>,
+    bp: Column<'py, u8>,
+    args: Column<'py, u8>,
+    args_off: Column<'py, i64>,
+    smap: Column<'py, i32>,
+    base: i64,
+    tid_zero: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (flags, ph, name, cat) = (column(&flags), column(&ph), column(&name), column(&cat));
+    let (ts, dur, pid, tid, id) = (
+        column(&ts),
+        column(&dur),
+        column(&pid),
+        column(&tid),
+        column(&id),
+    );
+    let (s, bp, args, args_off, smap) = (
+        column(&s),
+        column(&bp),
+        column(&args),
+        column(&args_off),
+        column(&smap),
+    );
+    let n = flags.len();
+    same_length(
+        "split",
+        &[
+            n,
+            ph.len(),
+            name.len(),
+            cat.len(),
+            ts.len(),
+            dur.len(),
+            pid.len(),
+            tid.len(),
+            id.len(),
+            s.len(),
+            bp.len(),
+        ],
+    )?;
+    if args_off.len() != n + 1 {
+        return Err(PyValueError::new_err(
+            "split: args_off must be one longer than the columns",
+        ));
+    }
+    let parts = py.detach(|| -> Result<(Part, Part, Part, Vec<i64>), String> {
+        let sid = |k: i32| -> Result<i32, String> {
+            if k < 0 {
+                return Ok(0);
+            }
+            smap.get(k as usize)
+                .copied()
+                .ok_or_else(|| format!("split: string {k} has no model id"))
+        };
+        // which part each row goes to (3: the rest), and each part's size: the parts' columns
+        // are made once at their size, not by doubling
+        let kind: Vec<u8> = (0..n)
+            .map(|r| {
+                let (fl, p) = (flags[r], ph[r]);
+                if fl & (SLOW | F_TS | F_PH) != (F_TS | F_PH) {
+                    3
+                } else if p == b'X' && fl & F_DUR != 0 && dur[r] >= 0 {
+                    0
+                } else if matches!(p, b's' | b't' | b'f') && fl & F_ID != 0 {
+                    1
+                } else if matches!(p, b'i' | b'I' | b'R') && fl & F_ID == 0 {
+                    2
+                } else {
+                    3
+                }
+            })
+            .collect();
+        let (mut rows, mut text) = ([0usize; 4], [0usize; 4]);
+        for (r, &k) in kind.iter().enumerate() {
+            rows[k as usize] += 1;
+            let (lo, hi) = (args_off[r], args_off[r + 1]);
+            text[k as usize] += usize::try_from(hi.saturating_sub(lo)).unwrap_or(0);
+        }
+        let (mut x, mut f, mut i) = (
+            Part::with_room(rows[0], text[0]),
+            Part::with_room(rows[1], 0),
+            Part::with_room(rows[2], text[2]),
+        );
+        let mut rest = Vec::with_capacity(rows[3]);
+        for r in 0..n {
+            let k = kind[r];
+            if k == 3 {
+                rest.push(r as i64);
+                continue;
+            }
+            let fl = flags[r];
+            let p = ph[r];
+            let part = match k {
+                0 => &mut x,
+                1 => &mut f,
+                _ => &mut i,
+            };
+            let t = ts[r].wrapping_add(base);
+            let pd = if fl & F_PID != 0 { pid[r] } else { 0 };
+            let td = if fl & F_TID != 0 {
+                tid[r]
+            } else if tid_zero {
+                0
+            } else {
+                pd
+            };
+            part.rows.push(r as i64);
+            part.ts.push(t);
+            part.pid.push(pd);
+            part.tid.push(td);
+            part.name.push(sid(name[r])?);
+            part.cat.push(sid(cat[r])?);
+            match k {
+                0 => {
+                    part.val.push(dur[r]);
+                    part.top = part.top.max(t.wrapping_add(dur[r]));
+                }
+                1 => {
+                    part.val.push(id[r]);
+                    part.letter.push(p);
+                    part.bp_e.push(fl & F_BP != 0 && bp[r] == b'e');
+                    part.top = part.top.max(t);
+                }
+                _ => {
+                    part.letter.push(if fl & F_S != 0 { s[r] } else { b't' });
+                    part.top = part.top.max(t);
+                }
+            }
+            if k != 1 {
+                let (lo, hi) = (args_off[r], args_off[r + 1]);
+                let (Ok(lo), Ok(hi)) = (usize::try_from(lo), usize::try_from(hi)) else {
+                    return Err(format!("split: row {r}'s args offsets are negative"));
+                };
+                let Some(a) = args.get(lo..hi) else {
+                    return Err(format!("split: row {r}'s args are outside the data"));
+                };
+                part.args.extend_from_slice(a);
+                part.lens.push(a.len() as i64);
+            }
+        }
+        Ok((x, f, i, rest))
+    });
+    let (x, f, i, rest) = parts.map_err(PyValueError::new_err)?;
+    let d = PyDict::new(py);
+    x.into_dict(py, &d, "x_")?;
+    f.into_dict(py, &d, "f_")?;
+    i.into_dict(py, &d, "i_")?;
+    d.set_item("rest", rest.into_pyarray(py))?;
+    Ok(d)
+}
+
