@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import traceconv
 from traceconv import formats
 from traceconv.errors import TraceconvError
 
@@ -219,6 +220,35 @@ def test_library_errors_name_parameters_and_the_cli_names_its_flags(tmp_path):
     src.write_bytes(b"hello, world")
     r = run("convert", src, "-o", tmp_path / "o.pftrace")
     assert r.returncode == 2 and "name it with --from (one of: mlagents" in r.stderr, r.stderr
+
+
+def test_the_library_names_no_flag_and_every_parameter_it_names_has_one():
+    """Errors, warnings, a merge's counts and a summary's notes name parameters as ``{opt:name}``
+    (errors.spell); a flag written into the library's text would reach API users as the CLI's word.
+    Every string of the package but docstrings: the flags left are other programs' (MegEngine's
+    ``load_and_run --profile``, ML-Agents' ``--run-id`` read from its command line) and the
+    recorder's own command line."""
+    import ast
+    import re
+    from traceconv_cli.app import FLAGS
+    named, flags = set(), []
+    for path in sorted(Path(traceconv.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                named |= set(re.findall(r"\{opt:(\w+)\}", node.value))
+                flags += [(path.name, f) for f in re.findall(r"(?<![\w-])--[a-z][a-z-]*", node.value)]
+    assert {"rank_map", "window", "drop_cat", "min_dur", "include_profiler_spans", "align_method"} <= named
+    assert named <= set(FLAGS), sorted(named - set(FLAGS))
+    assert sorted(flags) == [("__main__.py", "--output"), ("formats.py", "--profile"), ("mlagents.py", "--run")]
+    from traceconv.errors import ConversionWarning, WarningCode, spell
+    w = ConversionWarning(WarningCode.NOTE, "left out by the filters ({opt:drop_cat})", 3)
+    assert str(w) == "note: left out by the filters (drop_cat) (3)"
+    assert w.one_line(FLAGS) == "note: left out by the filters (--drop-cat) (3)"
+    assert spell("{opt:nope} and {opt:window}", {"window": "--window"}) == "nope and --window"
 
 
 def test_help_imports_no_numpy_and_names_every_grouping():

@@ -80,7 +80,7 @@ def test_merge_on_dask_is_the_same_bytes(client, skewed, tmp_path, case, hold):
     if case.startswith("skewed"):
         assert any(a.offset_ns for a in dask.alignments), "the ranks were moved"
     if "window" in kw:
-        assert dask.dropped.get("--window", 0) > 0, "the window left something out"
+        assert dask.dropped.get("{opt:window}", 0) > 0, "the window left something out"
     if case == "unranked":
         assert [how for _, _, how in dask.files] == ["file order", "file order"]
 
@@ -143,5 +143,5 @@ def test_real_worker_processes(tmp_path):
     local = traceconv.merge(GLOO, tmp_path / "local.pftrace", window="20ms:120ms")
     dask = traceconv.merge(GLOO, tmp_path / "dask.pftrace", window="20ms:120ms", engine="dask", workers=2)
     assert (tmp_path / "dask.pftrace").read_bytes() == (tmp_path / "local.pftrace").read_bytes()
-    assert dask.slices == local.slices and dask.dropped["--window"] > 0
+    assert dask.slices == local.slices and dask.dropped["{opt:window}"] > 0
 

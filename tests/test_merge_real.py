@@ -119,16 +119,18 @@ def test_handler_named_files_without_a_rank_take_the_file_order(tmp_path):
         res = merge([d], tmp_path / out)
         assert [(p.name, r, how) for p, r, how in res.files] == [(HANDLER[0], 0, "file order"),
                                                                  (HANDLER[1], 1, "file order")]
-        notes = [w.message for w in res.warnings if "by the order of the files" in w.message]
-        assert len(notes) == 2 and HANDLER[1] in notes[1] and "rank 1" in notes[1] and "--rank" in notes[1]
+        notes = [str(w) for w in res.warnings if "by the order of the files" in w.message]
+        assert len(notes) == 2 and HANDLER[1] in notes[1] and "rank 1" in notes[1]
+        assert notes[1].endswith("give it with rank_map FILE=N (1)")
     # explicit --rank first, then the file order for the rest
     res = merge([d], tmp_path / "x.pftrace", rank_map=[f"{d / HANDLER[0]}=1"])
-    assert [(r, how) for _, r, how in res.files] == [(1, "--rank"), (0, "file order")]
+    assert [(r, how) for _, r, how in res.files] == [(1, "{opt:rank_map}"), (0, "file order")]
     # the CLI: exit 0, the rank source shown
     r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(d), "-o", str(tmp_path / "c.tar")],
                        capture_output=True, text=True, timeout=120, env={"COLUMNS": "250", "PATH": ""})
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("(file order)") == 2 and "by the order of the files" in r.stderr
+    assert r.stderr.count("give it with --rank FILE=N") == 2          # the parameter, as the CLI spells it
     import tarfile
     with tarfile.open(tmp_path / "c.tar") as tar:
         assert sorted(n.split("_")[0] for n in tar.getnames()) == ["perfetto", "rank0", "rank1"]

@@ -77,7 +77,7 @@ def test_merge_a_remote_glob_into_a_remote_archive_and_trace(s3, tmp_path):
     pattern = "s3://bucket/run/torch_traces/rank*.pt.trace.json.gz"
     res = traceconv.merge([pattern], "s3://bucket/run/out/run.pftrace", window="20ms:120ms")
     assert [str(p) for p, _, _ in res.files] == [f"s3://bucket/run/torch_traces/{f.name}" for f in GLOO]
-    assert res.dropped["--window"] > 0
+    assert res.dropped["{opt:window}"] > 0
     # the upload is what a local output of the same run holds, byte for byte
     traceconv.merge([pattern], tmp_path / "same.pftrace", window="20ms:120ms")
     (tmp_path / "up.pftrace").write_bytes(s3.cat_file("bucket/run/out/run.pftrace"))

@@ -377,10 +377,10 @@ def test_filters_as_merge_and_what_they_leave_out_is_counted():
     cats = Counter(t.strings[c] for c in t.slices.cat)
     s = summarize(traceconv.load(TORCH_CPU), by="category", drop_cat=["python_function"])
     assert "python_function" not in {r.key for r in s.rows}
-    assert s.left_out["left out by --drop-cat"] == cats["python_function"]
+    assert s.left_out["left out by {opt:drop_cat}"] == cats["python_function"]
     short = sum(1 for d in t.slices.dur if d < 1_000_000)
     s = summarize(traceconv.load(TORCH_CPU), min_dur="1ms", include_profiler_spans=True)
-    assert s.left_out == {"left out by --min-dur": short}
+    assert s.left_out == {"left out by {opt:min_dur}": short}
     assert sum(r.count for r in s.rows) == len(t.slices) - short
     # a named window: slices overlapping ProfilerStep#2 only
     i = next(i for i, n in enumerate(t.slices.name) if t.strings[n] == "ProfilerStep#2")
@@ -388,7 +388,8 @@ def test_filters_as_merge_and_what_they_leave_out_is_counted():
     inside = sum(1 for x, d in zip(t.slices.ts, t.slices.dur) if x < b and (x + d > a or (d == 0 and x >= a)))
     s = summarize(traceconv.load(TORCH_CPU), window="ProfilerStep#2", include_profiler_spans=True)
     assert sum(r.count for r in s.rows) == inside < len(t.slices)
-    assert s.left_out == {"left out by --window": len(t.slices) - inside}
+    assert s.left_out == {"left out by {opt:window}": len(t.slices) - inside}
+    assert s.left_out_text() == f"{len(t.slices) - inside:,} left out by window"
     s = summarize(traceconv.load(TORCH_CPU), window="0ms:1ms", include_profiler_spans=True)
     assert 0 < sum(r.count for r in s.rows) < len(t.slices)
     with pytest.raises(traceconv.TraceconvError, match="not a duration"):
@@ -400,7 +401,7 @@ def test_ranks_filter():
     assert [t.meta.rank for t in traces] == [0, 1]
     s = summarize(traces, by="rank", ranks="1")
     assert s.ranks == [1] and [r.key for r in s.rows] == ["rank 1"]
-    assert s.left_out["inputs of other ranks (--ranks)"] == 1
+    assert s.left_out["inputs of other ranks ({opt:ranks})"] == 1
     with pytest.raises(traceconv.TraceconvError, match="none of the inputs"):
         summarize([traceconv.load(p) for p in sorted(GLOO.glob("*.json.gz"))], ranks="5-7")
 
@@ -437,7 +438,7 @@ def test_cli_profiler_spans_option_and_filters():
     doc = orjson.loads(r.stdout)
     assert "python_function" not in {x["key"] for x in doc["rows"]} and doc["total"] == "covered time (union)"
     assert set(doc["left_out"]) == {"left out by --drop-cat", "left out by --min-dur", "left out by --window",
-                                    LEFT_OUT_PROFILER}
+                                    "profiler window spans (--include-profiler-spans counts them)"}
     r = cli(*sorted(GLOO.glob("*.json.gz")), "--ranks", "0", "--by", "rank", "--format", "json")
     assert [x["key"] for x in orjson.loads(r.stdout)["rows"]] == ["rank 0"]
     r = cli(TORCH_CPU, "--min-dur", "fast")

@@ -38,6 +38,13 @@ EXIT_SIGNAL_BASE = 128   # stopped by a signal: 128 + its number (SIGINT 130, SI
 _OPTION = re.compile(r"\{opt:(\w+)\}")   # a parameter named in a message (see TraceconvError)
 
 
+def spell(text: str, options: Mapping[str, str] | None = None) -> str:
+    """``text`` with each parameter it names as ``{opt:name}`` spelled: as ``options`` spells it (a
+    front end's own words: the CLI's ``--rank``), else as the parameter's name (``rank_map``)."""
+    names = options or {}
+    return _OPTION.sub(lambda m: names.get(m.group(1), m.group(1)), text)
+
+
 def _escaped(text: str) -> str:
     """``text`` (a file's name, the keys of a place in it, a warning naming a thread) with each
     character that is not printable written as its escape (``\\n``, ``\\x1b``, ``\\u2028``): such
@@ -57,7 +64,9 @@ class TraceconvError(Exception):
 
     The library speaks of its own parameters, not of any command's flags: a message names a
     parameter as ``{opt:from_format}``, which ``str(err)`` shows as the parameter's name and a
-    front end shows as its own spelling (:meth:`one_line` with ``options``: the CLI's ``--from``).
+    front end shows as its own spelling (:meth:`one_line` with ``options``: the CLI's ``--from``;
+    see :func:`spell`).  Warnings, a merge's counts of what its filters left out and a summary's
+    notes name parameters the same way.
     """
 
     def __init__(self, message: str, *, path: str | Path | None = None, where: str | None = None,
@@ -71,9 +80,7 @@ class TraceconvError(Exception):
     def one_line(self, options: Mapping[str, str] | None = None) -> str:
         """The message on one line; ``options`` spells the parameters it names (``{opt:name}``)."""
         parts = [_escaped(p) for p in (self.path, self.where) if p]
-        names = options or {}
-        text = _OPTION.sub(lambda m: names.get(m.group(1), m.group(1)), self.message)
-        text = " ".join(text.split())  # never more than one line
+        text = " ".join(spell(self.message, options).split())  # never more than one line
         return ": ".join([*parts, text])
 
     def with_path(self, path: str | Path) -> "TraceconvError":
@@ -153,8 +160,12 @@ class ConversionWarning:
     message: str
     count: int = 1
 
+    def one_line(self, options: Mapping[str, str] | None = None) -> str:
+        """``code: message (count)``; ``options`` spells the parameters it names (see :func:`spell`)."""
+        return f"{self.code.value}: {_escaped(spell(self.message, options))} ({self.count})"      # (one line)
+
     def __str__(self) -> str:
-        return f"{self.code.value}: {_escaped(self.message)} ({self.count})"      # (one line)
+        return self.one_line()
 
 
 @dataclass

@@ -40,12 +40,12 @@ import io
 import math
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import orjson
 
-from .errors import TraceconvError
+from .errors import TraceconvError, spell
 from .model.layout import nest
 from .model import Trace, TrackKind
 
@@ -54,7 +54,7 @@ SORTS = ("self", "total", "count", "avg")
 UNION_GROUPINGS = ("category", "thread", "process", "rank")
 
 LEFT_OUT_MIRROR = "slices that repeat calls counted on another track"
-LEFT_OUT_PROFILER = "profiler window spans (--include-profiler-spans counts them)"
+LEFT_OUT_PROFILER = "profiler window spans ({opt:include_profiler_spans} counts them)"
 
 
 @dataclass
@@ -89,7 +89,8 @@ class Summary:
     rows: list[Row]
     total_self_ns: int
     ranks: list[int]
-    # what was not counted, and why: {reason: slices} (mirrors, profiler spans, the filters)
+    # what was not counted, and why: {reason: slices} (mirrors, profiler spans, the filters); a reason
+    # names a parameter as {opt:name} (errors.spell), which to_json and left_out_text spell
     left_out: dict[str, int] = field(default_factory=dict)
     # each rank's self time over all its rows: its busy time (the straggler view, :meth:`skew`)
     per_rank_self_ns: dict[int, int] = field(default_factory=dict)
@@ -112,7 +113,8 @@ class Summary:
     def total_is_union(self) -> bool:
         return self.by in UNION_GROUPINGS
 
-    def to_json(self) -> bytes:
+    def to_json(self, options: Mapping[str, str] | None = None) -> bytes:
+        """The table as JSON; ``options`` spells the parameters the notes name (see errors.spell)."""
         out = []
         for r in self.rows:
             d = asdict(r)
@@ -126,7 +128,8 @@ class Summary:
         return orjson.dumps({"by": self.by, "ranks": self.ranks, "total_self_ns": self.total_self_ns,
                              "per_rank_self_ns": {str(k): v for k, v in self.per_rank_self_ns.items()},
                              "total": "covered time (union)" if self.total_is_union else "sum of durations",
-                             "left_out": self.left_out, "rows": out}, option=orjson.OPT_INDENT_2)
+                             "left_out": {spell(k, options): n for k, n in self.left_out.items()},
+                             "rows": out}, option=orjson.OPT_INDENT_2)
 
     def to_csv(self) -> str:
         buf = io.StringIO()
@@ -140,9 +143,9 @@ class Summary:
                         *[r.per_rank_total_ns.get(k, 0) for k in self.ranks if rank_cols]])
         return buf.getvalue()
 
-    def left_out_text(self) -> str:
-        """One line saying what was not counted, or ''."""
-        return "; ".join(f"{n:,} {what}" for what, n in self.left_out.items() if n)
+    def left_out_text(self, options: Mapping[str, str] | None = None) -> str:
+        """One line saying what was not counted, or ''; ``options`` spells the parameters it names."""
+        return "; ".join(f"{n:,} {spell(what, options)}" for what, n in self.left_out.items() if n)
 
 
 def _csv_num(v: float | None) -> str:
@@ -403,7 +406,7 @@ def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_sp
         return out
     left_out = out.left_out
     for what, n in filter_traces([trace], window=window, drop_cat=drop_cat, min_dur=min_dur).items():
-        if what.startswith("--"):      # slices; not the instants, counters and flows it also drops
+        if what.startswith("{opt:"):   # slices; not the instants, counters and flows it also drops
             left_out[f"left out by {what}"] = n
     out.ranks.append(rank)
     sl = _per_slice(trace, include_profiler_spans, left_out)
@@ -450,10 +453,10 @@ def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_sp
     return out
 
 
-LEFT_OUT_RANKS = "inputs of other ranks (--ranks)"
+LEFT_OUT_RANKS = "inputs of other ranks ({opt:ranks})"
 # the order Summary.left_out names its reasons in
-_LEFT_OUT_ORDER = (LEFT_OUT_RANKS, "left out by --drop-cat", "left out by --min-dur", "left out by --window",
-                   LEFT_OUT_MIRROR, LEFT_OUT_PROFILER)
+_LEFT_OUT_ORDER = (LEFT_OUT_RANKS, "left out by {opt:drop_cat}", "left out by {opt:min_dur}",
+                   "left out by {opt:window}", LEFT_OUT_MIRROR, LEFT_OUT_PROFILER)
 
 
 def finish_table(table: RankTable, by: str = "name", sort: str = "self", top: int | None = None,

@@ -149,7 +149,7 @@ def serve_once(path: str | Path, *, port: int = DEFAULT_PORT, origin: str = DEFA
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
             raise TraceconvError(f"port {port} on {HOST} is already in use (another trace being served, "
-                                 "or a trace_processor?): stop it, or use --port (the Perfetto UI only "
+                                 "or a trace_processor?): stop it, or use {opt:port} (the Perfetto UI only "
                                  "fetches from port 9001 unless its CSP is relaxed)") from None
         raise TraceconvError(f"cannot listen on {HOST}:{port}: {e.strerror or e}") from None
     server.timeout = 0.2                    # handle_request() returns this often to check ``done``

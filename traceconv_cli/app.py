@@ -29,7 +29,7 @@ from rich.table import Table
 import traceconv                                    # light: its API is imported when first used
 from traceconv import formats as registry
 from traceconv import progress, serve
-from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, hold_signal
+from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, hold_signal, spell
 from traceconv.io import output_label, refuse_binary_terminal, stream_fd
 
 
@@ -92,7 +92,8 @@ def engine_of(engine: Optional[str], scheduler: Optional[str]) -> str:
 # The library's parameters as this command line spells them (messages name them as {opt:name}).
 FLAGS = {"from_format": "--from", "to_format": "--to", "strict": "--strict", "ranks": "--ranks",
          "rank_map": "--rank", "window": "--window", "align_method": "--align", "port": "--port",
-         "origin": "--origin", "engine": "--engine", "scheduler": "--scheduler"}
+         "origin": "--origin", "engine": "--engine", "scheduler": "--scheduler", "drop_cat": "--drop-cat",
+         "min_dur": "--min-dur", "include_profiler_spans": "--include-profiler-spans"}
 
 
 def say_error(e: traceconv.TraceconvError) -> None:
@@ -111,7 +112,7 @@ def to_stream(output: Path | str) -> bool:
 
 def print_warnings(warnings: list) -> None:
     for w in warnings:
-        err.print(f"warning: {w}", markup=False, soft_wrap=True)
+        err.print(f"warning: {w.one_line(FLAGS)}", markup=False, soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -248,7 +249,7 @@ def merge(
         return
     files = {r: [] for r in sorted({r for _, r, _ in result.files})}
     for path, r, how in result.files:
-        files[r].append(f"{path} ({how})")
+        files[r].append(f"{path} ({spell(how, FLAGS)})")
     t = Table(title=f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices",
               title_justify="left")
     for col in ("rank", "file (rank from)", "alignment", "matched", "offset", "±"):
@@ -306,9 +307,9 @@ def summary(
                                           workers=workers)
     except traceconv.TraceconvError as e:
         raise fail(e) from None
-    note = result.left_out_text()
+    note = result.left_out_text(FLAGS)
     if fmt == "json":
-        sys.stdout.write(result.to_json().decode() + "\n")
+        sys.stdout.write(result.to_json(FLAGS).decode() + "\n")
         return
     if fmt == "csv":
         sys.stdout.write(result.to_csv())

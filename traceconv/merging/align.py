@@ -430,7 +430,7 @@ def align(by_rank: dict[int, list[Loaded]], method: str) -> dict[int, Alignment]
         if bad:
             raise TraceconvError("cannot align: rank(s) " + ", ".join(bad)
                                  + " have no absolute time base (nor a Composer clock sync or enough matched "
-                                 "collectives); use --align none to merge them as they are")
+                                 "collectives); use {opt:align_method} none to merge them as they are")
         why = note + "the files' own absolute time"
         if usable:
             why += f"; collectives disagree by up to {unc / 1e6:.3f} ms, so not used"

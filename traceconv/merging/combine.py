@@ -28,17 +28,17 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
         dur = np.frombuffer(s.dur, dtype=np.int64)
         if bad is not None:
             m = bad[np.frombuffer(s.cat, dtype=np.int32)]
-            dropped["--drop-cat"] = int(m.sum())
+            dropped["{opt:drop_cat}"] = int(m.sum())
             keep &= ~m
         if min_dur:
             m = (dur < min_dur) & keep
-            dropped["--min-dur"] = int(m.sum())
+            dropped["{opt:min_dur}"] = int(m.sum())
             keep &= ~m
         if window:
             w0, w1 = window
             inside = (ts < w1) & ((ts + dur > w0) | ((dur == 0) & (ts >= w0)))
             m = ~inside & keep
-            dropped["--window"] = int(m.sum())
+            dropped["{opt:window}"] = int(m.sum())
             keep &= ~m
     if not keep.all():
         new_index = np.cumsum(keep) - 1

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 from .. import formats as _formats
 from ..api import PathLike, save
-from ..errors import TraceconvError, WarningCode
+from ..errors import TraceconvError, WarningCode, spell
 from ..io import atomic_output
 from ..model import Clock, Trace
 from ..remote import URL, as_url, is_url
@@ -45,11 +45,14 @@ def _json_bytes(files: list[InputPath]) -> int:
 
 ARCHIVE = next(f.name for f in _formats.FORMATS if f.archive)     # the registry's merge archive
 # the order _filter names what a window leaves out (the merged trace's dict of notes keeps it)
-_WINDOW_KEYS = ("--window", "flows whose slice was filtered out", "instants", "counter samples")
+_WINDOW_KEYS = ("{opt:window}", "flows whose slice was filtered out", "instants", "counter samples")
 
 
 @dataclass
 class MergeResult:
+    """What a merge wrote.  ``files``' ways of finding a rank and ``dropped``'s reasons (what the
+    filters left out) name the parameters they come from as ``{opt:name}``, like the warnings:
+    :func:`traceconv.errors.spell` spells them."""
     output: Path | URL
     output_format: str
     files: list[tuple[InputPath, int, str]]        # path, rank, how the rank was found
@@ -60,18 +63,18 @@ class MergeResult:
 
 
 def rank_of_file(item: Loaded, explicit: dict) -> tuple[int, str] | None:
-    """The rank of one loaded file and where it came from: ``--rank FILE=N``, else what the file
+    """The rank of one loaded file and where it came from: ``rank_map`` (``FILE=N``), else what the file
     says (Kineto's ``distributedInfo.rank``, Composer's ``global_rank``), else its name; None if
     none of them says (the caller then ranks it by the order of the files)."""
     r = explicit.get(item.path.resolve())
     if r is not None:
-        return r, "--rank"
+        return r, "{opt:rank_map}"
     r = item.trace.meta.rank
     if r is not None:
         how = "Composer global_rank" if item.trace.meta.source_format == "composer" else "distributedInfo.rank"
         if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= RANK_MAX:
             raise TraceconvError(f"{how} {str(r)[:30]} is out of range (ranks are 0..{RANK_MAX}); "
-                                 "give the rank with --rank FILE=N", path=item.path)
+                                 "give the rank with {opt:rank_map} FILE=N", path=item.path)
         return r, how
     r = rank_from_name(item.path)
     if r is not None:
@@ -202,7 +205,7 @@ class _Run:
     def note_unranked(self, item: Loaded, r: int) -> None:
         self.merged.diagnostics.warn(WarningCode.NOTE, f"{item.path}: no rank in the file (distributedInfo.rank, "
                                      f"global_rank) nor in its name, so rank {r} by the order of the files; "
-                                     f"give it with --rank FILE=N")
+                                     "give it with {opt:rank_map} FILE=N")
 
     def aligned(self) -> dict[int, Alignment]:
         by_rank: dict[int, list[Loaded]] = {}
@@ -221,7 +224,7 @@ class _Run:
             m.diagnostics.warn(WarningCode.NOTE, f"left out by the filters ({what})", n)
         m.meta.extra["merge"] = {
             "alignment": [alignments[r].as_dict() for r in sorted(alignments)],
-            "files": [{"path": str(it.path), "rank": r, "rank_from": how, "format": it.trace.meta.source_format}
+            "files": [{"path": str(it.path), "rank": r, "rank_from": spell(how), "format": it.trace.meta.source_format}
                       for it, r, how in self.kept],
         }
 
