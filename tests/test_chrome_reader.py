@@ -146,6 +146,8 @@ def test_instants_counters_and_metadata():
     th = next(t for t in trace.threads if t.raw_tid == 2)
     assert (th.name, th.sort_index) == ("worker", 3)
     assert not any(p.name == "no events" for p in trace.processes)
+    # (the name of a process with no events is not kept, and counted)
+    assert [w.count for w in trace.diagnostics.warnings if w.message.startswith("names/sort indexes")] == [1]
     scopes = {trace.strings[trace.instants.name[i]]: trace.tracks[trace.instants.track[i]]
               for i in range(len(trace.instants))}
     assert scopes["t"].kind is TrackKind.THREAD

@@ -156,7 +156,7 @@ class ComposerReader(ChromeReader):
             return True
         if name == "process_name" and isinstance(args.get("name"), str):
             if torch_event and pid in self._composer_named:
-                self._proc_labels.setdefault(pid, []).append(args["name"])
+                self.names.labels.setdefault(pid, []).append(args["name"])
                 return True
             if not torch_event:
                 self._composer_named.add(pid)

@@ -87,6 +87,7 @@ from ...progress import report
 from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS, _TOP, _number,
                        _has_inexact_times, _header_value, _jsonable, decode)
 from .flows import FlowPoints
+from .names import Names, name_remapped
 from .stream import (SCAN, SCAN_THREADS, BlockScanner, Rows, _ChunkFailure, _find_events, _LateHeader, _parse_tail,
                      _Prefetch, _read_blocks, _scan, _tail_guess, _utf8_blocks, repair_utf8)
 
@@ -288,11 +289,7 @@ class ChromeReader:
         self.n_events = 0
         self.max_ts: int | None = None
         self._threads: dict[tuple[Any, Any], Thread] = {}
-        self._proc_names: dict[Any, str] = {}
-        self._proc_sort: dict[Any, int] = {}
-        self._proc_labels: dict[Any, list[str]] = {}
-        self._thread_names: dict[tuple[Any, Any], str] = {}
-        self._thread_sort: dict[tuple[Any, Any], int] = {}
+        self.names = Names()            # what metadata events say of processes and threads
         self._begins: list[tuple[int, int, int, Event, Any]] = []   # (ts, seq, kind, ev, stack key)
         self._stack_track: dict[Any, int] = {}
         self._acc_max_ts = -(2**63)
@@ -953,10 +950,10 @@ class ChromeReader:
         self.max_ts = max_ts if max_ts > -(2**63) else None
         self._match_begins()
         self.dropped += self._flows.resolve(self.trace, self._bseq, self._eseq, self.warn, self.used)
-        self._apply_names()
+        self.names.apply(self.trace, self._threads, self.warn)
         if not self._own:
             self.finish()           # a dialect's last step; traceconv's own output needs none
-        self._name_remapped()
+        name_remapped(self.trace)
 
     # ---- instants, counters, metadata ----------------------------------------------------
 
@@ -1018,83 +1015,11 @@ class ChromeReader:
             args = {}
         if not isinstance(args, dict):
             args = {}
-        name = ev.name
-        if self.on_metadata(ev, args):
+        if self.on_metadata(ev, args) or self.names.take(ev.name, args, pid, tid):
             self.used["metadata"] += 1
             return
-        if name == "process_name" and isinstance(args.get("name"), str):
-            self._proc_names[pid] = args["name"]
-        elif name == "thread_name" and isinstance(args.get("name"), str):
-            self._thread_names[(pid, tid)] = args["name"]
-        elif name == "process_sort_index" and isinstance(args.get("sort_index"), int):
-            self._proc_sort[pid] = args["sort_index"]
-        elif name == "thread_sort_index" and isinstance(args.get("sort_index"), int):
-            self._thread_sort[(pid, tid)] = args["sort_index"]
-        elif name == "process_labels" and isinstance(args.get("labels"), str):
-            labels = self._proc_labels.setdefault(pid, [])
-            for lab in args["labels"].split(","):
-                if lab and lab not in labels:
-                    labels.append(lab)
-        else:
-            self.drop(WarningCode.DROPPED_EVENT, f"metadata events that viewers ignore were dropped "
-                      f"({name or 'unnamed'})")
-            return
-        self.used["metadata"] += 1
-
-    def _apply_names(self) -> None:
-        trace = self.trace
-        procs = {p.raw_pid: p for p in trace.processes if p.raw_pid is not None}
-        unused = 0
-        for pid, name in self._proc_names.items():
-            p = procs.get(pid)
-            if p is None:
-                unused += 1
-                continue
-            p.name = name
-            trace.process_track(p).name = name
-        for pid, idx in self._proc_sort.items():
-            p = procs.get(pid)
-            if p is not None:
-                p.sort_index = idx
-            else:
-                unused += 1
-        for pid, labels in self._proc_labels.items():
-            p = procs.get(pid)
-            if p is not None:
-                for lab in labels:
-                    if lab not in p.labels:
-                        p.labels.append(lab)
-            else:
-                unused += 1
-        for key, name in self._thread_names.items():
-            th = self._threads.get(key)
-            if isinstance(th, _TrackRef):
-                trace.tracks[th.track].name = name
-            elif th is not None:
-                trace.set_thread_name(th, name)
-            else:
-                unused += 1
-        for key, idx in self._thread_sort.items():
-            th = self._threads.get(key)
-            if isinstance(th, _TrackRef):
-                trace.tracks[th.track].sort_index = idx
-            elif th is not None:
-                th.sort_index = idx
-            else:
-                unused += 1
-        if unused:
-            self.warn(WarningCode.NOTE, "names/sort indexes of processes or threads that have no events "
-                      "were not kept", unused)
-
-    def _name_remapped(self) -> None:
-        """Processes/threads whose id had to be renumbered keep the original in their name."""
-        for p in self.trace.processes:
-            if not p.name and isinstance(p.raw_pid, int) and p.pid != p.raw_pid:
-                p.name = f"pid {p.raw_pid}"
-                self.trace.process_track(p).name = p.name
-        for th in self.trace.threads:
-            if not th.name and isinstance(th.raw_tid, int) and th.tid != th.raw_tid:
-                self.trace.set_thread_name(th, f"tid {th.raw_tid}")
+        self.drop(WarningCode.DROPPED_EVENT, f"metadata events that viewers ignore were dropped "
+                  f"({ev.name or 'unnamed'})")
 
     # ---- B/E, async, frames ---------------------------------------------------------------
 
