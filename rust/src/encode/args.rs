@@ -414,37 +414,7 @@ fn encode_rows(t: &Table, p: &mut Pred, data: &[u8], off: &[i64], rows: &[i64], 
     Ok(())
 }
 
-/// [`encode_rows`] in two halves on two threads (rayon) when there are enough rows (the second
-/// half's into `spare`, then appended); the same bytes.
-#[allow(clippy::too_many_arguments)]
-fn encode_rows_par(
-    t: &Table,
-    data: &[u8],
-    off: &[i64],
-    rows: &[i64],
-    parallel_rows: usize,
-    preds: &mut [Pred; 2],
-    into: &mut Encoded,
-    spare: &mut Encoded,
-) -> Result<(), String> {
-    let [p0, p1] = preds;
-    if rows.len() < parallel_rows.max(2) || rayon::current_num_threads() < 2 {
-        return encode_rows(t, p0, data, off, rows, into);
-    }
-    let (a, b) = rows.split_at(rows.len() / 2);
-    let (ra, rb) = rayon::join(|| encode_rows(t, p0, data, off, a, into),
-                               || encode_rows(t, p1, data, off, b, spare));
-    ra?;
-    rb?;
-    let (out, ends, flags) = into;
-    let base = out.len() as i64;
-    out.extend_from_slice(&spare.0);
-    ends.extend(spare.1.iter().map(|e| e + base));
-    flags.extend_from_slice(&spare.2);
-    Ok(())
-}
-
-pub(super) fn offsets(ends: &[i64]) -> Vec<i64> {
+fn offsets(ends: &[i64]) -> Vec<i64> {
     let mut off = Vec::with_capacity(ends.len() + 1);
     off.push(0);
     off.extend_from_slice(ends);
@@ -468,11 +438,27 @@ pub struct ArgsTable {
 }
 
 impl ArgsTable {
-    /// Pass 2 over a step's `rows` of one table ([`encode_rows_par`]), for the event encoder.
+    /// Pass 2 over `rows` ([`encode_rows`]), in two halves on two threads (rayon) when there are
+    /// enough rows (the second half's into `spare`, then appended); the same bytes.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn encode_step(&self, data: &[u8], off: &[i64], rows: &[i64], parallel_rows: usize,
                               preds: &mut [Pred; 2], into: &mut Encoded, spare: &mut Encoded) -> Result<(), String> {
-        encode_rows_par(&self.t, data, off, rows, parallel_rows, preds, into, spare)
+        let t = &self.t;
+        let [p0, p1] = preds;
+        if rows.len() < parallel_rows.max(2) || rayon::current_num_threads() < 2 {
+            return encode_rows(t, p0, data, off, rows, into);
+        }
+        let (a, b) = rows.split_at(rows.len() / 2);
+        let (ra, rb) = rayon::join(|| encode_rows(t, p0, data, off, a, into),
+                                   || encode_rows(t, p1, data, off, b, spare));
+        ra?;
+        rb?;
+        let (out, ends, flags) = into;
+        let base = out.len() as i64;
+        out.extend_from_slice(&spare.0);
+        ends.extend(spare.1.iter().map(|e| e + base));
+        flags.extend_from_slice(&spare.2);
+        Ok(())
     }
 }
 
@@ -618,10 +604,9 @@ impl ArgsTable {
         parallel_rows: usize,
     ) -> PyResult<EncodedArrays<'py>> {
         let (data, off, rows) = (column(&data), column(&off), column(&rows));
-        let t = &self.t;
         let (mut got, mut spare) = Default::default();
-        py.detach(|| encode_rows_par(t, &data, &off, &rows, parallel_rows, &mut Default::default(), &mut got,
-                                     &mut spare))
+        py.detach(|| self.encode_step(&data, &off, &rows, parallel_rows, &mut Default::default(), &mut got,
+                                      &mut spare))
             .map_err(PyValueError::new_err)?;
         let (out, ends, flags) = got;
         Ok((out.into_pyarray(py), offsets(&ends).into_pyarray(py), flags.into_pyarray(py)))
