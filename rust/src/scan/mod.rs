@@ -524,7 +524,8 @@ fn walk(raw: &str, level: u32, out: Option<&mut Vec<u8>>) -> Result<u32, ()> {
 }
 
 /// walk's loop: with KEEP, the compacted text is appended to `out` (each run of bytes between
-/// whitespace copied at once).
+/// whitespace copied at once).  A string is crossed with `memchr2` (to its next quote or
+/// backslash), a number a byte at a time, whitespace dropped; every other byte is one step.
 fn walk_into<const KEEP: bool>(b: &[u8], level: u32, out: &mut Vec<u8>) -> Result<u32, ()> {
     let n = b.len();
     let mut flags = 0u32;
@@ -552,29 +553,15 @@ fn walk_into<const KEEP: bool>(b: &[u8], level: u32, out: &mut Vec<u8>) -> Resul
                 depth = depth.saturating_sub(1);
                 i += 1;
             }
-            b'"' => {
-                // to the closing quote: a backslash escapes the byte after it
-                i += 1;
-                while i < n {
-                    match b[i] {
-                        b'"' => break,
-                        b'\\' => {
-                            if b.get(i + 1) == Some(&b'u') {
-                                flags |= W_UESC;
-                            }
-                            i += 2;
-                        }
-                        _ => i += 1,
-                    }
-                }
-                i += 1;
-            }
+            b'"' => i = string_end(b, i + 1, &mut flags),
             b'-' | b'0'..=b'9' => {
                 let from = i;
                 i += 1;
-                while i < n && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
-                    if b[i] | 0x20 == b'e' {
-                        flags |= W_EXP;
+                while let Some(&c) = b.get(i) {
+                    match c {
+                        b'0'..=b'9' | b'.' | b'-' | b'+' => {}
+                        b'e' | b'E' => flags |= W_EXP,
+                        _ => break,
                     }
                     i += 1;
                 }
@@ -589,6 +576,23 @@ fn walk_into<const KEEP: bool>(b: &[u8], level: u32, out: &mut Vec<u8>) -> Resul
         out.extend_from_slice(b.get(kept..).unwrap_or_default());
     }
     Ok(flags)
+}
+
+/// Just past the closing quote of the string whose text starts at `b[i]` (a backslash escapes
+/// the byte after it; a `\u` escape is noted in `flags`), or past the end of `b`.
+#[inline]
+fn string_end(b: &[u8], mut i: usize, flags: &mut u32) -> usize {
+    while let Some(k) = b.get(i..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+        i += k;
+        if b[i] == b'"' {
+            return i + 1;
+        }
+        if b.get(i + 1) == Some(&b'u') {
+            *flags |= W_UESC;
+        }
+        i += 2;
+    }
+    b.len() + 1
 }
 
 fn is_ws(c: u8) -> bool {
