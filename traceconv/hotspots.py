@@ -405,9 +405,10 @@ def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_sp
         out.left_out[LEFT_OUT_RANKS] = 1
         return out
     left_out = out.left_out
+    from .merging.combine import SLICE_FILTERS
     for what, n in filter_traces([trace], window=window, drop_cat=drop_cat, min_dur=min_dur).items():
-        if what.startswith("{opt:"):   # slices; not the instants, counters and flows it also drops
-            left_out[f"left out by {what}"] = n
+        if what in SLICE_FILTERS:      # slices; not the instants, counters and flows it also drops
+            left_out[left_out_by(what)] = n
     out.ranks.append(rank)
     sl = _per_slice(trace, include_profiler_spans, left_out)
     keys = _keys(trace, by, rank)
@@ -454,9 +455,18 @@ def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_sp
 
 
 LEFT_OUT_RANKS = "inputs of other ranks ({opt:ranks})"
-# the order Summary.left_out names its reasons in
-_LEFT_OUT_ORDER = (LEFT_OUT_RANKS, "left out by {opt:drop_cat}", "left out by {opt:min_dur}",
-                   "left out by {opt:window}", LEFT_OUT_MIRROR, LEFT_OUT_PROFILER)
+
+
+def left_out_by(what: str) -> str:
+    """Summary.left_out's key for the slices a filter left out (``what``: one of the merge's
+    :data:`~traceconv.merging.combine.SLICE_FILTERS`)."""
+    return f"left out by {what}"
+
+
+def _left_out_order() -> tuple[str, ...]:
+    """The order Summary.left_out names its reasons in."""
+    from .merging.combine import SLICE_FILTERS
+    return (LEFT_OUT_RANKS, *map(left_out_by, SLICE_FILTERS), LEFT_OUT_MIRROR, LEFT_OUT_PROFILER)
 
 
 def finish_table(table: RankTable, by: str = "name", sort: str = "self", top: int | None = None,
@@ -485,7 +495,7 @@ def finish_table(table: RankTable, by: str = "name", sort: str = "self", top: in
     if top is not None:
         rows = rows[:top]
     lo = table.left_out
-    left = {k: lo[k] for k in _LEFT_OUT_ORDER if lo.get(k)}
+    left = {k: lo[k] for k in _left_out_order() if lo.get(k)}
     left.update({k: v for k, v in lo.items() if v and k not in left})
     return Summary(by, rows, all_self, list(table.ranks), left, dict(table.per_rank_self_ns),
                    table.synthesized)

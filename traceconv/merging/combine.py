@@ -13,9 +13,24 @@ from .align import Alignment
 from .options import Window, parse_window_spec
 
 
+# What _filter leaves out, the keys of its result.  Slices, by the filter that left each out: the
+# parameter's name as errors spell it (:func:`traceconv.errors.spell`; the CLI shows its flag) ...
+BY_CATEGORY = "{opt:drop_cat}"
+BY_DURATION = "{opt:min_dur}"
+BY_WINDOW = "{opt:window}"
+SLICE_FILTERS = (BY_CATEGORY, BY_DURATION, BY_WINDOW)
+# ... and what goes with them: flows that lost an end, instants, counter samples.  In this order
+# the merge's notes name what a window leaves out.
+LOST_FLOWS = "flows whose slice was filtered out"
+LOST_INSTANTS = "instants"
+LOST_COUNTERS = "counter samples"
+WINDOW_LEAVES_OUT = (BY_WINDOW, LOST_FLOWS, LOST_INSTANTS, LOST_COUNTERS)
+
+
 def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
             window: tuple[int, int] | None = None) -> dict[str, int]:
-    """Drop slices/instants/counters in place by category, duration and time window."""
+    """Drop slices/instants/counters in place by category, duration and time window; returns
+    what was left out, keyed as above."""
     st = trace.strings
     s = trace.slices
     n = len(s)
@@ -28,17 +43,17 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
         dur = np.frombuffer(s.dur, dtype=np.int64)
         if bad is not None:
             m = bad[np.frombuffer(s.cat, dtype=np.int32)]
-            dropped["{opt:drop_cat}"] = int(m.sum())
+            dropped[BY_CATEGORY] = int(m.sum())
             keep &= ~m
         if min_dur:
             m = (dur < min_dur) & keep
-            dropped["{opt:min_dur}"] = int(m.sum())
+            dropped[BY_DURATION] = int(m.sum())
             keep &= ~m
         if window:
             w0, w1 = window
             inside = (ts < w1) & ((ts + dur > w0) | ((dur == 0) & (ts >= w0)))
             m = ~inside & keep
-            dropped["{opt:window}"] = int(m.sum())
+            dropped[BY_WINDOW] = int(m.sum())
             keep &= ~m
     if not keep.all():
         new_index = np.cumsum(keep) - 1
@@ -56,7 +71,7 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
             fk = keep[src] & keep[dst]
             lost = int((~fk).sum())
             if lost:
-                dropped["flows whose slice was filtered out"] = lost
+                dropped[LOST_FLOWS] = lost
             f.src = type(f.src)("q", new_index[src[fk]].astype(np.int64).tobytes())
             f.dst = type(f.dst)("q", new_index[dst[fk]].astype(np.int64).tobytes())
             f.name = type(f.name)("i", np.frombuffer(f.name, dtype=np.int32)[fk].tobytes())
@@ -69,7 +84,7 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
         if window:
             k &= (its >= window[0]) & (its < window[1])
         if not k.all():
-            dropped["instants"] = dropped.get("instants", 0) + int((~k).sum())
+            dropped[LOST_INSTANTS] = dropped.get(LOST_INSTANTS, 0) + int((~k).sum())
             idx = np.nonzero(k)[0]
             for col in ("ts", "track", "name", "cat"):
                 a = getattr(ins, col)
@@ -80,7 +95,7 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
         cts = np.frombuffer(c.ts, dtype=np.int64)
         k = (cts >= window[0]) & (cts < window[1])
         if not k.all():
-            dropped["counter samples"] = int((~k).sum())
+            dropped[LOST_COUNTERS] = int((~k).sum())
             for col in ("ts", "track", "value"):
                 a = getattr(c, col)
                 setattr(c, col, type(a)(a.typecode, np.frombuffer(a, dtype=a.typecode)[k].tobytes()))

@@ -18,7 +18,8 @@ from ..model import Clock, Trace
 from ..remote import URL, as_url, is_url
 from ..writers import perfetto
 from .align import Alignment, Loaded, align
-from .combine import _filter, append_rank, append_tracks, parse_window, resolve_window, shift
+from .combine import (WINDOW_LEAVES_OUT, _filter, append_rank, append_tracks, parse_window, resolve_window,
+                      shift)
 from .engine import DaskEngine, make_engine
 from .inputs import InputPath, collect_inputs, rank_from_name
 from .options import ALIGN_METHODS, RANK_MAX, parse_duration, parse_rank_map, parse_ranks, parse_window_spec
@@ -44,8 +45,6 @@ def _json_bytes(files: list[InputPath]) -> int:
     return total
 
 ARCHIVE = next(f.name for f in _formats.FORMATS if f.archive)     # the registry's merge archive
-# the order _filter names what a window leaves out (the merged trace's dict of notes keeps it)
-_WINDOW_KEYS = ("{opt:window}", "flows whose slice was filtered out", "instants", "counter samples")
 
 
 @dataclass
@@ -355,7 +354,7 @@ class _Run:
                     slices += n
                     _add(wdrop, dropped)
                 self._diagnostics_in_order(held)
-                self.add_dropped({k: wdrop[k] for k in _WINDOW_KEYS if wdrop.get(k)})
+                self.add_dropped({k: wdrop[k] for k in WINDOW_LEAVES_OUT if wdrop.get(k)})
                 self.finish(alignments)
                 self.write_archive(archived, alignments)
             return self.result(alignments, slices)
@@ -369,7 +368,7 @@ class _Run:
             append_rank(merged, trace, r, alignments[r].offset_ns)
             _add(wdrop, dropped)
             del trace
-        self.add_dropped({k: wdrop[k] for k in _WINDOW_KEYS if wdrop.get(k)})
+        self.add_dropped({k: wdrop[k] for k in WINDOW_LEAVES_OUT if wdrop.get(k)})
         self.finish(alignments)
         save(merged, self.out, self.out_fmt, inputs=self.files)
         return self.result(alignments, len(merged.slices))
