@@ -453,6 +453,8 @@ def main() -> None:
         verdict = "not checked" if met is None else met if isinstance(met, str) else "met" if met else "NOT MET"
         summary.append({"target": what, "figure": figure, "goal": goal, "verdict": verdict, "note": note})
 
+    import bench_coldstart
+    bench_coldstart.compile_bytecode()      # every run in a fresh process: none compiles traceconv again
     tiny = ensure(DATA / "tiny_100.pt.trace.json", 100)
     startup = alternate({"startup": ("startup", tiny, DATA / "tiny_100.pftrace")}, a.repeat)["startup"]
     rows = []
@@ -465,7 +467,6 @@ def main() -> None:
     merge = None if a.no_merge else measure_merge(a, target)
 
     print("\n== cold start", flush=True)
-    import bench_coldstart
     cold = bench_coldstart.measure(sys.executable)
     bench_coldstart.report(cold, target)
 

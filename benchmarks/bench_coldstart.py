@@ -67,9 +67,20 @@ def fresh_venv() -> Path:
     return py
 
 
+def compile_bytecode(python: str | Path = sys.executable) -> None:
+    """Compile the traceconv that ``python`` has to bytecode, as ``pip install .`` does when it
+    installs it: figures are then those of an installed package even where the environment sets
+    ``PYTHONDONTWRITEBYTECODE`` (some do: every process would compile each module again, ~0.1 s
+    more for a conversion on a slow machine) or the checkout has never been run."""
+    subprocess.run([str(python), "-c", "import compileall, os, traceconv, traceconv_cli\n"
+                    "for m in (traceconv, traceconv_cli):\n"
+                    "    compileall.compile_dir(os.path.dirname(m.__file__), quiet=1)"], check=True)
+
+
 def measure(python: str | Path = sys.executable, big: Path | None = None, runs: int = 5) -> dict:
-    """The cold-start figures of the traceconv that ``python`` has."""
+    """The cold-start figures of the traceconv that ``python`` has (its bytecode compiled first)."""
     python = str(python)
+    compile_bytecode(python)
     command = [python, "-m", "traceconv"]
     bindir = Path(python).parent
     if (bindir / "traceconv").exists():
