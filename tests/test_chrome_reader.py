@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 import traceconv
-from traceconv.readers.chrome import reader as chrome_reader
+from traceconv.readers.chrome import paths as chrome_paths
 from traceconv.readers.chrome.reader import ChromeReader, sniff, us_to_ns
 from traceconv.errors import TraceconvError, WarningCode
 from traceconv.model.layout import nest
@@ -361,7 +361,7 @@ def test_scanned_batches_do_not_depend_on_how_many_names_a_file_has(monkeypatch)
     4855 events was cut after 4486, and thread 4037/4037 came before GPU stream 0/203.  The
     compiled scanner's table has no fixed size: batches end only at the row cap and block ends,
     so with the file in one block (1.7 MB) its threads come in (pid, tid) order."""
-    monkeypatch.setattr(chrome_reader, "CHUNK_BYTES", 4 << 20)
+    monkeypatch.setattr(chrome_paths, "CHUNK_BYTES", 4 << 20)
     path = Path(__file__).parent / "fixtures" / "multirank" / "hta_trace_filter_2ranks" / "sampled_rank-0.json.gz"
     t = traceconv.load(path)
     pids = {p.id: p.pid for p in t.processes}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import traceconv
-from traceconv.readers.chrome import reader as chrome, stream
+from traceconv.readers.chrome import paths, reader as chrome, stream
 from traceconv.model.layout import nest
 
 from timeline import assert_same_timeline, from_model
@@ -24,8 +24,8 @@ FILES = sorted(p for d in ("kineto", "composer", "mxnet_trace", "megengine_timel
 
 def read(path: Path, chunk: int | None, monkeypatch):
     """chunk None: the whole-document decoder (the reference); else the scanner, in blocks of chunk."""
-    monkeypatch.setattr(chrome, "FAST", chunk is not None)
-    monkeypatch.setattr(chrome, "CHUNK_BYTES", chunk or 1 << 62)
+    monkeypatch.setattr(paths, "FAST", chunk is not None)
+    monkeypatch.setattr(paths, "CHUNK_BYTES", chunk or 1 << 62)
     t = traceconv.load(path)
     nest(t)
     return t
@@ -116,10 +116,10 @@ def test_events_cut_between_blocks_whatever_the_seam(seam, monkeypatch):
 def test_a_document_the_chunks_cannot_read_falls_back(tmp_path, monkeypatch):
     """A truncated file (no closing bracket) is read by the repairing whole-document path."""
     src = FIX / "mxnet_trace" / "generated_mxnet191_continuous_dump_midrun_TRUNCATED.json"
-    monkeypatch.setattr(chrome, "FAST", False)
+    monkeypatch.setattr(paths, "FAST", False)
     whole = traceconv.load(src)
-    monkeypatch.setattr(chrome, "FAST", True)
-    monkeypatch.setattr(chrome, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(paths, "FAST", True)
+    monkeypatch.setattr(paths, "CHUNK_BYTES", 1000)
     chunked = traceconv.load(src)
     assert len(whole.slices) == len(chunked.slices) > 0
     assert any(w.code.value == "truncated-input" for w in chunked.diagnostics.warnings)
@@ -134,8 +134,8 @@ def test_own_gzipped_output_is_scanned_again_in_memory(tmp_path, monkeypatch):
     trace = read(src, 1 << 20, monkeypatch)
     traceconv.save(trace, tmp_path / "own.json.gz")
     calls = []
-    real_decode = chrome.decode
-    monkeypatch.setattr(chrome, "decode", lambda *a, **k: calls.append(1) or real_decode(*a, **k))
+    real_decode = paths.decode
+    monkeypatch.setattr(paths, "decode", lambda *a, **k: calls.append(1) or real_decode(*a, **k))
     back = read(tmp_path / "own.json.gz", 1 << 20, monkeypatch)
     assert calls == []
     assert_same_timeline(from_model(trace), from_model(back))

@@ -13,7 +13,7 @@ import pytest
 from isal import igzip
 
 import traceconv
-from traceconv.readers.chrome import reader as chrome
+from traceconv.readers.chrome import paths as chrome_paths
 from traceconv.errors import TraceconvError
 from traceconv.io import open_source
 from traceconv.model.layout import nest
@@ -27,7 +27,7 @@ GZ = sorted(p for d in ("kineto", "megengine_timeline", "multirank/gloo_2ranks",
 
 
 def load(path: Path, fast: bool, monkeypatch):
-    monkeypatch.setattr(chrome, "FAST", fast)
+    monkeypatch.setattr(chrome_paths, "FAST", fast)
     t = traceconv.load(path)
     nest(t)
     return t
@@ -86,7 +86,7 @@ def test_a_damaged_gz_is_one_clear_error(name, fast, tmp_path, monkeypatch):
     p = tmp_path / f"{name}.json.gz"
     p.write_bytes(_damaged()[name])
     assert len(open_source(p).head) == 64 * 1024          # the head itself reads fine
-    monkeypatch.setattr(chrome, "FAST", fast)
+    monkeypatch.setattr(chrome_paths, "FAST", fast)
     with pytest.raises(TraceconvError, match="corrupt or truncated gzip data"):
         traceconv.load(p)
 

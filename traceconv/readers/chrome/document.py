@@ -353,3 +353,10 @@ def events_from_dicts(dicts: list[Any]) -> tuple[list[Event], int, int]:
             flow_in=bool(d.get("flow_in")), flow_out=bool(d.get("flow_out")),
         ))
     return out, bad, fixed[0]
+
+
+def is_own_output(header: dict[str, Any]) -> bool:
+    """Whether a decoded header is traceconv's own Chrome JSON output (``metadata.traceconv``)."""
+    meta = header.get("metadata")
+    return isinstance(meta, dict) and isinstance(meta.get("traceconv"), dict) \
+        and "clock" in meta["traceconv"]

@@ -52,19 +52,18 @@ except where noted):
 A dialect (Kineto, Composer, MXNet, MegEngine) is a subclass that overrides a few hooks: the time
 base, how ids and names are read, extra tracks.  See :class:`ChromeReader`.
 
-The module's neighbours: :mod:`.document` decodes a whole document (the reference path and the
-repairing fallback), :mod:`.stream` reads a big one a block at a time and scans its events into
-columns with the compiled scanner, on threads of its own; this module turns either into the model,
-and :mod:`.flows` binds the flow points it gathers to the slices and links them.  A read that has to
-start over (the stream cannot read the text, a value nested too deep) does so with a fresh reader
-of the same dialect (:meth:`ChromeReader._again`), never by re-running ``__init__``.
+The module's neighbours: :mod:`.paths` holds the three read paths this reader inherits (the
+stream, the text in memory, the whole document) and starts a read over on the next one when it
+must; :mod:`.document` decodes a whole document (the reference path and the repairing fallback),
+:mod:`.stream` reads a big one a block at a time and scans its events into columns with the
+compiled scanner, on threads of its own; this module turns either into the model, and
+:mod:`.flows` binds the flow points it gathers to the slices and links them; :mod:`.names` keeps
+what metadata events name.
 """
 
 from __future__ import annotations
 
 import decimal
-import gc
-import itertools
 import json
 import math
 import re
@@ -79,28 +78,22 @@ import orjson
 from msgspec import Raw
 
 from ...errors import WarningCode
-from ... import memory
-from ...io import GZIP_ERRORS, Source
+from ...io import Source
 from ...model import MAX_TIME_NS, Clock, Thread, Trace, TrackKind
-from ...progress import report
 
-from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS, _TOP, _number,
-                       _has_inexact_times, _header_value, _jsonable, decode)
+from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS, _number,
+                       _has_inexact_times, _jsonable, is_own_output)
 from .flows import FlowPoints
 from .names import Names, name_remapped
-from .stream import (SCAN, SCAN_THREADS, BlockScanner, Rows, _ChunkFailure, _find_events, _LateHeader, _parse_tail,
-                     _Prefetch, _read_blocks, _scan, _tail_guess, _utf8_blocks, repair_utf8)
+from .paths import ReadPaths
+from .stream import SCAN, Rows, _ChunkFailure
 
 # Plausible Unix times in µs: 1973-03-03 .. 2100-01-01.
 UNIX_US_MIN = 100_000_000_000_000
 UNIX_US_MAX = 4_102_444_800_000_000
 
 
-CHUNK_BYTES = 1 << 20       # the event array's text is read and scanned this much at a time
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
-TRIM_BATCHES = 64           # the heap's free space goes back to the system every this many batches
-                            # (a block and the event cut before it are two: every 32 blocks)
-FAST = True                 # False: read every file with the whole-document decoder (the reference)
 
 # ---------------------------------------------------------------- numbers
 
@@ -267,7 +260,7 @@ class _Open:
     bind: tuple | None = None   # (bind_id, flow_in, flow_out)
 
 
-class ChromeReader:
+class ChromeReader(ReadPaths):
     """The generic reader.  Dialects override the class attributes and hooks below."""
 
     format_name = "chrome-json"
@@ -364,80 +357,6 @@ class ChromeReader:
     def finish(self) -> None:
         """Last step: extra tracks, names."""
 
-    # ---- driver ---------------------------------------------------------------------------
-
-    def read(self) -> Trace:
-        try:
-            return self._read()
-        except RecursionError:
-            # a value nested too deep for a decoder the fast paths use: read it again on the
-            # whole-document path, which first makes such values strings (see decode)
-            return self._again(self.data, whole=True)
-
-    _whole = False          # True: the whole-document path only
-    _no_stream = False      # True: not the stream (the text is scanned in memory)
-
-    def _again(self, data: bytes | None, whole: bool = False, no_stream: bool = False) -> Trace:
-        """Start over with a fresh reader of the same dialect (nothing of this one's state kept):
-        on the whole-document path, or scanning the text in memory instead of as a stream."""
-        fresh = type(self)(self.source, data)
-        fresh._whole = whole
-        fresh._no_stream = no_stream
-        trace = fresh._read()
-        vars(self).update(vars(fresh))      # its counts (used, dropped, n_events) are this read's
-        return trace
-
-    def _read(self) -> Trace:
-        scan_in_memory = FAST and self.streamable() and not self._whole
-        if scan_in_memory and self.data is None and self.source is not None and not self._no_stream:
-            try:
-                return self._read_stream()
-            except _LateHeader:
-                # traceconv's own output, known too late: scan it again, in memory, keys first
-                return self._again(None, no_stream=True)
-            except _ChunkFailure:
-                # text the scanner cannot read (truncated, not JSON): the whole-document path
-                # repairs what it can; scanning it again in memory would fail the same way
-                return self._again(None, whole=True)
-        data = self.data if self.data is not None else self.source.read_bytes()  # type: ignore[union-attr]
-        data, bad = repair_utf8(data)
-        self._bad_utf8(bad)
-        if scan_in_memory:
-            try:
-                return self._read_chunked(data)
-            except _ChunkFailure:
-                # a document the fast path cannot cut: start over on the whole-document path
-                return self._again(data, whole=True)
-        doc = decode(data, self.what)
-        del data
-        self.data = None
-        for code, msg, n in doc.problems:
-            self.warn(code, msg, n)
-            if code is WarningCode.DROPPED_EVENT:
-                self.dropped += n
-                self.n_events += n
-        if is_own_output(doc.header):
-            self._own = True
-            # traceconv's own Chrome JSON (written by the generic writer): read back generically,
-            # whatever dialect was asked for, so that times and tracks come back as they were
-            ChromeReader.on_header(self, doc.header, doc)
-            ChromeReader.time_base(self, doc.header, doc.events)
-            # (and none of the dialect's finishing: _finish_events skips finish())
-        else:
-            self.on_header(doc.header, doc)
-            self.time_base(doc.header, doc.events)
-        self._check_base()
-        # Millions of small objects and no cycles: the cyclic GC would only rescan them.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            self.on_events(doc.events)
-        finally:
-            if was_enabled:
-                gc.enable()
-        self.n_events += len(doc.events)
-        return self.trace
-
     def _bad_utf8(self, n: int) -> None:
         self.warn(WarningCode.CLAMPED_VALUE, "bytes that are not valid UTF-8 (in names, keys or "
                   "values) were read as '?'", n)
@@ -454,112 +373,6 @@ class ChromeReader:
         """Whether ts/dur are read as plain µs (no dialect reads them its own way)."""
         return type(self).ts_converter is ChromeReader.ts_converter
 
-    def _read_chunked(self, data: bytes) -> Trace:
-        """Read the events with the compiled scanner (:data:`SCAN`), a block of
-        ``CHUNK_BYTES`` of text at a time: plain complete events become slice rows in bulk, every
-        other event is decoded from its own text by the general decoder and converted one by one."""
-        start = data.lstrip()[:1]
-        try:
-            if start == b"[":
-                header: dict[str, Any] = {}
-                text = memoryview(data)
-            elif start == b"{":
-                top = _TOP.decode(data)
-                raw = top.pop("traceEvents", None)
-                if raw is None:
-                    raise _ChunkFailure
-                header = {k: _header_value(v) for k, v in top.items()}
-                text = memoryview(raw)
-            else:
-                raise _ChunkFailure
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            raise _ChunkFailure from None
-        i = 0
-        while i < len(text) and text[i] in b" \t\r\n":
-            i += 1
-        if bytes(text[i:i + 1]) != b"[":
-            raise _ChunkFailure
-        blocks = (text[k:k + CHUNK_BYTES] for k in range(i + 1, len(text), CHUNK_BYTES))
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            self._scan_blocks(header, start == b"[", blocks)
-            rest = (self._tail or b"") + b"".join(bytes(b) for b in blocks)
-            if rest.strip():
-                raise _ChunkFailure              # text after the array's end
-            self._first = []
-            self._finish_events()
-        finally:
-            if was_enabled:
-                gc.enable()
-        return self.trace
-
-    def _read_stream(self) -> Trace:
-        """Read the file as a stream, ``CHUNK_BYTES`` at a time (through gzip too): the whole text
-        never exists at once.  The top-level keys before ``traceEvents`` are read first; those after
-        it (Kineto writes ``baseTimeNanoseconds`` there) are guessed from the file's last bytes
-        when it can be read backwards, and checked when the stream gets there: if they differ from
-        the guess, the time base is judged again and every time moved by the difference."""
-        src = self.source
-        assert src is not None
-        try:
-            f = src.open()
-        except OSError:
-            raise _ChunkFailure from None
-        memory.stream_start(CHUNK_BYTES)
-        try:
-            with f:
-                raw = getattr(f, "fileobj", None) or f
-                self._progress = ([0], src.size(), f"reading {src.path.name} (MB)")
-                blocks = _Prefetch(_utf8_blocks(_read_blocks(f, CHUNK_BYTES, raw, self._progress[0]),
-                                                self._bad_utf8))
-                try:
-                    head = b""
-                    for block in blocks:
-                        head += block
-                        found = _find_events(head)
-                        if found is not None:
-                            break
-                    else:
-                        raise _ChunkFailure
-                    header, is_array, pos = found
-                    guess = {} if is_array or src.gzipped else _tail_guess(src)
-                    self._tail: bytes | None = None
-                    self._first: list[Event] = []
-                    was_enabled = gc.isenabled()
-                    gc.disable()
-                    try:
-                        stream = itertools.chain([head[pos:]], blocks)
-                        del head                           # only the stream holds text now, a block at a time
-                        self._scan_blocks({**header, **guess}, is_array, stream)
-                        tail = self._tail if self._tail is not None else b""
-                        for block in blocks:           # what follows the array
-                            tail += block
-                        full = {**header, **_parse_tail(tail, is_array)}
-                        delta = 0
-                        if full != {**header, **guess}:
-                            if is_own_output(full) != self._own:
-                                raise _LateHeader
-                            before = self.base_ns
-                            self._begin(full, is_array, self._first)
-                            delta = self.base_ns - before
-                        self._first = []
-                        blocks.close()
-                        memory.stream_end()        # the stream's buffers, before linking flows
-                        self._finish_events()
-                        if delta:
-                            self._shift(delta)
-                    finally:
-                        if was_enabled:
-                            gc.enable()
-                finally:
-                    blocks.close()               # before the file closes under the reading thread
-        except GZIP_ERRORS:
-            raise _ChunkFailure from None
-        finally:
-            memory.stream_end()
-        return self.trace
-
     def _shift(self, delta: int) -> None:
         """Move every time in the model by ``delta`` ns (the time base was judged again)."""
         t = self.trace
@@ -568,16 +381,19 @@ class ChromeReader:
                 a = np.frombuffer(col, np.int64)
                 a += delta
 
-    def _begin(self, header: dict[str, Any], is_array: bool, first: list[Event]) -> None:
-        doc = Document(header, first, is_array)
-        if is_own_output(header):
+    def _begin(self, doc: Document) -> None:
+        """The header's keys read and the time base judged (from the document's first events,
+        on the paths that scan it)."""
+        if is_own_output(doc.header):
             self._own = True
-            ChromeReader.on_header(self, header, doc)
-            ChromeReader.time_base(self, header, first)
+            # traceconv's own Chrome JSON (written by the generic writer): read back generically,
+            # whatever dialect was asked for, so that times and tracks come back as they were
+            ChromeReader.on_header(self, doc.header, doc)
+            ChromeReader.time_base(self, doc.header, doc.events)
             # (and none of the dialect's finishing: _finish_events skips finish())
         else:
-            self.on_header(header, doc)
-            self.time_base(header, first)
+            self.on_header(doc.header, doc)
+            self.time_base(doc.header, doc.events)
         self._check_base()
 
     def _check_base(self) -> None:
@@ -588,70 +404,6 @@ class ChromeReader:
                       f"0..{MAX_TIME_NS} ns: not used, times are relative to the profile's start", 1)
             self.base_ns = 0
             self.trace.meta.clock = Clock.RELATIVE
-
-    def _scan_blocks(self, header: dict[str, Any], is_array: bool, blocks: Iterator[Any]) -> None:
-        """Scan the events of the array's text, given as consecutive blocks after its ``[``."""
-        strings = SCAN.Strings()
-        blocks = iter(blocks)
-        # the time base is judged from the first 2000 events (as on the whole-document path):
-        # read blocks until they hold that many, or the array ends
-        head = b""
-        status = SCAN.MORE
-        sample: Rows | None = None
-        n = 0
-        scanned = 0
-        # the scanner's strings not yet given model ids, in id order (the sample's, first)
-        pending: list[str] = []
-        for block in blocks:
-            head += bytes(block)
-            if len(head) < 2 * scanned:
-                continue                     # rescan only when the head has doubled: linear time
-            scanned = len(head)
-            sample, n, _, status, new = _scan(head, 0, 2000, strings)
-            pending += new
-            if status != SCAN.MORE:
-                break
-        else:
-            if head:
-                sample, n, _, status, new = _scan(head, 0, 2000, strings)
-                pending += new
-        self._first = self._decode_rows(head, sample, np.arange(n)) \
-            if status != SCAN.BAD and sample is not None else []
-        self._pending_strings = pending
-        self._begin(header, is_array, self._first)
-        del sample
-        # every event of the array (the head's again, then the rest's), scanned by threads of
-        # their own (stream.BlockScanner) while this one turns the rows scanned into the model
-        scanner = BlockScanner(itertools.chain([head], blocks), strings,
-                               SCAN_THREADS if self.source is None or self.source.threads else 1)
-        del head
-        self._smaps = [np.zeros(0, np.int32) for _ in scanner.tables]      # each table's model string ids
-        seq = 0
-        batch = 0
-        try:
-            while True:
-                item = scanner.get()
-                if item[0] == "rows":
-                    for buf, cols, n, new, table in item[1]:
-                        self._take_rows(buf, cols, new, n, seq, table)
-                        seq += n
-                        self.n_events += n
-                        batch += 1
-                        if not batch % TRIM_BATCHES:
-                            memory.trim()       # the batches' small freed blocks: ~40 MB at 1M events
-                    if self._progress is not None:
-                        where, total, stage = self._progress
-                        report(stage, where[0] >> 20, total >> 20)
-                    del buf, item, cols
-                elif item[0] == "end":
-                    self._tail = item[1]
-                    break
-                elif item[0] == "error":
-                    raise item[1]
-                else:
-                    raise _ChunkFailure           # not JSON, or truncated: the repairing path reads it
-        finally:
-            scanner.close()
 
     def _decode_rows(self, buf: bytes, cols: Rows | None, rows: np.ndarray) -> list[Event]:
         """The events of the given rows, decoded from their own text by msgspec."""
@@ -1173,13 +925,6 @@ def looks_unix(events: list[Event], sample: int = 2000) -> bool:
         if seen >= sample:
             break
     return seen > 0
-
-
-def is_own_output(header: dict[str, Any]) -> bool:
-    """Whether a decoded header is traceconv's own Chrome JSON output (``metadata.traceconv``)."""
-    meta = header.get("metadata")
-    return isinstance(meta, dict) and isinstance(meta.get("traceconv"), dict) \
-        and "clock" in meta["traceconv"]
 
 
 _OWN_HEAD = re.compile(rb'\{"traceEvents":\[\n(\{"ph":"[MXiC]","|\n?\])')
