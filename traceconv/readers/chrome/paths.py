@@ -42,7 +42,12 @@ FAST = True                 # False: read every file with the whole-document dec
 
 
 class ReadPaths:
-    """The read paths of :class:`~.reader.ChromeReader` (see the module's text)."""
+    """The read paths of :class:`~.reader.ChromeReader` (see the module's text).  What they ask of
+    the reader: ``source``, ``data``, ``what`` and ``warn``; ``streamable()``; ``_begin(doc)``
+    (the header), ``_take_rows`` and ``_decode_rows`` (scanned rows), ``on_events`` (decoded
+    events), ``_finish_events()`` and ``_shift(delta)`` (a time base judged again at the end);
+    they count into its ``trace``, ``n_events`` and ``dropped``.  What the scan leaves for the
+    reader (``_first``, ``_smaps``, ``_pending_strings``, ``_progress``) is named where it is set."""
 
     def read(self) -> Trace:
         try:
