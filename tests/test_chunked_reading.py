@@ -175,3 +175,22 @@ def test_a_merge_worker_scans_one_block_at_a_time(monkeypatch):
         assert {(w.code, w.message, w.count) for w in both.diagnostics.warnings} == \
                {(w.code, w.message, w.count) for w in one.diagnostics.warnings}
         assert both.meta.as_dict() == one.meta.as_dict()
+
+
+def test_text_in_memory_that_starts_blank_is_scanned_in_blocks(monkeypatch):
+    """Text given to the reader (the in-memory path) may start with whitespace: it is still
+    scanned in blocks, not left to the whole-document decoder, and reads as the file does."""
+    src = FIX / "kineto" / "kineto_docs_after_fix_trace.json"
+    monkeypatch.setattr(paths, "CHUNK_BYTES", 1500)
+    decoded = []
+    real_decode = paths.decode
+    monkeypatch.setattr(paths, "decode", lambda *a, **k: decoded.append(1) or real_decode(*a, **k))
+    blank = chrome.ChromeReader(None, b" \n\t\r\n" + src.read_bytes()).read()
+    assert decoded == []
+    monkeypatch.setattr(paths, "FAST", False)
+    whole = chrome.ChromeReader(None, src.read_bytes()).read()
+    assert decoded == [1]
+    nest(blank)
+    nest(whole)
+    assert len(blank.slices) == len(whole.slices) > 0
+    assert_same_timeline(from_model(whole), from_model(blank))

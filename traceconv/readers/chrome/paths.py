@@ -111,12 +111,12 @@ class ReadPaths:
         self.n_events += len(doc.events)
         return self.trace
 
-
     def _read_chunked(self, data: bytes) -> Trace:
         """Read the events with the compiled scanner (:data:`SCAN`), a block of
         ``CHUNK_BYTES`` of text at a time: plain complete events become slice rows in bulk, every
         other event is decoded from its own text by the general decoder and converted one by one."""
-        start = data.lstrip()[:1]
+        at = SCAN.skip_ws(data, 0)
+        start = data[at:at + 1]          # (not data.lstrip(): a copy of the whole text if it starts blank)
         try:
             if start == b"[":
                 header: dict[str, Any] = {}
@@ -217,7 +217,6 @@ class ReadPaths:
         finally:
             memory.stream_end()
         return self.trace
-
 
     def _scan_blocks(self, header: dict[str, Any], is_array: bool, blocks: Iterator[Any]) -> None:
         """Scan the events of the array's text, given as consecutive blocks after its ``[``."""
