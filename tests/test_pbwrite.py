@@ -367,6 +367,36 @@ def test_predictions_do_not_hide_a_repeated_key_or_a_changed_value():
         assert all(np.array_equal(a, b) for a, b in zip(x, y))
 
 
+def test_a_value_that_differs_in_one_byte_is_read_again():
+    """The predictions compare texts eight bytes at a time, the last eight overlapping the word
+    before them (``starts`` in predict.rs): a key or a value of any length from 1 to 24 bytes that
+    differs from the one before it in one byte, at any place, must be read again.  Both passes give
+    what they give reading every row whole, and each row's pass-2 bytes are its own."""
+    texts = []
+    for n in range(1, 25):
+        base = "v" * n
+        for j in range(n):
+            other = base[:j] + "w" + base[j + 1:]
+            key = "k" * n
+            other_key = key[:j] + "q" + key[j + 1:]
+            texts += [b'{"%s":"%s","z":%d}' % (key.encode(), v.encode(), n) for v in (base, other, base)]
+            texts += [b'{"%s":1,"z":2}' % k.encode() for k in (key, other_key, key)]
+    arr, off = _packed(texts)
+    rows = np.arange(len(texts), dtype=np.int64)
+    got = []
+    for predict in (True, False):
+        table = enc.ArgsTable(True, predict)
+        table.collect(arr, off, 1 << 40)
+        table.set_value_iids(np.zeros(len(table.value_stats()[0]), np.int64))
+        got.append((table, table.encode_args(arr, off, rows, parallel_rows=1 << 40)))
+    (table, enc_p), (full, enc_f) = got
+    assert table.predicted_rows > 0
+    for what in ("keys", "value_stats"):
+        assert all(np.array_equal(x, y) for x, y in zip(getattr(table, what)(), getattr(full, what)()))
+    for x, y in zip(enc_p, enc_f):
+        assert np.array_equal(x, y)
+
+
 def test_rows_of_known_shapes_are_taken_as_predicted():
     """Predictions are what keeps the passes fast, so check they are taken: Kineto-like rows of
     five shapes, whose first keys are one another's prefixes or of one length (``"External id"``,
