@@ -151,9 +151,6 @@ def _convert_here(input: PathLike, output: PathLike, from_format: str | None, to
                          trace.diagnostics.warnings)
 
 
-
-
-
 @contextlib.contextmanager
 def open_in_ui(input: PathLike, from_format: str | None = None) -> Iterator[Path]:
     """A Perfetto trace of ``input`` to serve: the file itself if it already is one, else a
