@@ -433,8 +433,10 @@ def size_floor(path: Path, sample: float = 1.0) -> dict:
     return {"actual": dict(a), "floor": f, "unit_ns": unit, "sample": sample}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser() -> argparse.ArgumentParser:
+    """The command line (the README's bench commands are checked against it)."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
     ap.add_argument("--sizes", default="100k,1M", help="events per trace, comma-separated (100k,1M,4M)")
     ap.add_argument("--repeat", type=int, default=1, help="alternated runs of each measurement; medians are shown")
     ap.add_argument("--ranks", type=int, default=8)
@@ -443,7 +445,11 @@ def main() -> None:
     ap.add_argument("--no-merge", action="store_true")
     ap.add_argument("--verify", action="store_true", help="decode the outputs and count wrong durations")
     ap.add_argument("--json", metavar="OUT", help="save all figures to this JSON file")
-    a = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    a = parser().parse_args()
     DATA.mkdir(exist_ok=True)
     machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"
     print(f"machine: {machine}; median of {a.repeat} alternated run(s), each in a fresh process\n", flush=True)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import shlex
 from pathlib import Path
+
+import pytest
 
 from traceconv import formats
 
@@ -48,3 +52,16 @@ def test_every_dependency_is_explained():
     for dep in deps:
         name = re.split(r"[<>=!~ \[]", dep)[0]
         assert re.search(rf"^\| [^|]*\b{re.escape(name)}\b", table, re.M), f"README does not say why {name}"
+
+
+def test_the_bench_commands_are_the_bench_s_own():
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "benchmarks" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    lines = re.findall(r"^python benchmarks/bench\.py\b([^#\n]*)", README, re.M)
+    assert len(lines) >= 2
+    for line in lines:
+        try:
+            bench.parser().parse_args(shlex.split(line))
+        except SystemExit:
+            pytest.fail(f"README runs the bench with options it does not take: {line.strip()}")
