@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -42,10 +43,14 @@ def test_to_overrides_the_name_and_from_overrides_detection(tmp_path):
 
 
 def test_formats_lists_the_registry():
-    r = run("formats")
+    r = subprocess.run([sys.executable, "-m", "traceconv", "formats"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "COLUMNS": "250"})
     assert r.returncode == 0
+    rows = {line.split("│")[1].strip(): line for line in r.stdout.splitlines() if line.startswith("│")}
+    assert set(rows) == {f.name for f in formats.FORMATS}
     for f in formats.FORMATS:
-        assert f.name in r.stdout
+        # (an aggregate format says so in brackets, which rich had read as markup and dropped)
+        assert f.title in rows[f.name] and ("[synthesized timeline]" in rows[f.name]) == f.aggregate, rows[f.name]
 
 
 def test_help_shows_examples():
@@ -293,3 +298,37 @@ def test_a_warning_naming_a_thread_with_a_newline_stays_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert lines and all(line.startswith("warning: ") for line in lines), r.stderr
     assert any("overlap-lanes" in line and "two\\nlines" in line for line in lines), r.stderr
+
+
+MARKUP = ["[/]", "foo[bold]bar[/bold]", "[memory]", "k<float[4]>", "[red]", "x\\[y]"]
+
+
+def test_names_and_file_names_that_look_like_rich_markup_print_as_they_are(tmp_path):
+    """The tables (summary, validate, merge) and the progress bars go through rich, which reads
+    ``[...]`` as markup: a slice named ``[/]`` crashed summary (2026-11-27), ``[bold]`` and
+    ``[memory]`` (a name Kineto uses) vanished from the cells, and a file ``rank0[b].json`` showed as
+    ``rank0.json`` in merge's table.  Every such name and path now prints as it is."""
+    COLUMNS = {**os.environ, "COLUMNS": "250"}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "traceconv", *map(str, args)], capture_output=True,
+                              text=True, timeout=120, env=COLUMNS, cwd=tmp_path)
+
+    folder = Path("run[b]")
+    (tmp_path / folder).mkdir()
+    for r in range(2):
+        doc = {"traceEvents": [{"ph": "X", "name": n, "ts": 10 * i, "dur": 5 + i, "pid": r, "tid": 1}
+                               for i, n in enumerate(MARKUP)], "distributedInfo": {"rank": r}}
+        write(tmp_path / folder, f"rank{r}[red].json", json.dumps(doc))
+    one = folder / "rank0[red].json"
+    s = cli("summary", one, "--top", "0")
+    assert s.returncode == 0 and "Traceback" not in s.stderr, s.stderr
+    cells = [line.split("│")[1].strip() for line in s.stdout.splitlines() if line.startswith("│")]
+    assert sorted(cells) == sorted(MARKUP)
+    assert f"{one} — by name" in s.stdout
+    v = cli("validate", one)
+    assert v.returncode == 0 and f"{one} (chrome-json, 6 events)" in v.stdout, v.stdout + v.stderr
+    m = cli("merge", folder, "-o", "out[red].pftrace", "--align", "none")
+    assert m.returncode == 0, m.stderr
+    assert "wrote out[red].pftrace (perfetto): 12 slices" in m.stdout
+    assert f"{folder / 'rank0[red].json'} (file name)" in m.stdout and f"{folder / 'rank1[red].json'}" in m.stdout

@@ -59,10 +59,11 @@ def _case(name: str) -> Case:
 @pytest.mark.parametrize("name", FIXTURES)
 def test_fixture_keeps_the_contract(runner, name):
     """Exit 0 with outputs trace_processor loads (JSON strict), or one error line and exit 2; and
-    ``summary`` and ``validate`` print JSON exactly when the input converts."""
-    outcome = runner.run(_case(name), inspect=True)
+    ``summary`` and ``validate`` print JSON, and their tables, exactly when the input converts."""
+    outcome = runner.run(_case(name), inspect="both")
     assert [(r.failure, r.detail[-600:]) for r in outcome.failures] == []
-    assert [r.output for r in outcome.results] == [".pftrace", ".json", "summary", "validate"]
+    assert [r.output for r in outcome.results] == [".pftrace", ".json", "summary", "validate",
+                                                   "summary table", "validate table"]
 
 
 # ---------------------------------------------------------------- what the model made of them

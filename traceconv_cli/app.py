@@ -126,7 +126,7 @@ def progress_bar(quiet: bool, what: str):
         task = p.add_task("", total=None)
 
         def update(done: int, total: int, path) -> None:
-            p.update(task, completed=done, total=total, description=str(path))
+            p.update(task, completed=done, total=total, description=rich_escape(str(path)))
         yield update
 
 
@@ -141,7 +141,7 @@ def stage_progress(quiet: bool):
         task = p.add_task("starting", total=None)
 
         def update(stage: str, done: int, total) -> None:
-            p.update(task, description=stage, completed=done, total=total)
+            p.update(task, description=rich_escape(stage), completed=done, total=total)
         with progress.reporting(update):
             yield
 
@@ -249,13 +249,13 @@ def merge(
         return
     files = {r: [] for r in sorted({r for _, r, _ in result.files})}
     for path, r, how in result.files:
-        files[r].append(f"{path} ({spell(how, FLAGS)})")
-    t = Table(title=f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices",
+        files[r].append(rich_escape(f"{path} ({spell(how, FLAGS)})"))
+    t = Table(title=rich_escape(f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices"),
               title_justify="left")
     for col in ("rank", "file (rank from)", "alignment", "matched", "offset", "±"):
         t.add_column(col, justify="right" if col in ("rank", "matched", "offset", "±") else "left")
     for a in result.alignments:
-        t.add_row(str(a.rank), "\n".join(files[a.rank]), f"{a.method}: {a.detail}",
+        t.add_row(str(a.rank), "\n".join(files[a.rank]), rich_escape(f"{a.method}: {a.detail}"),
                   "-" if a.matched is None else str(a.matched), f"{a.offset_ns / 1e6:+.3f} ms",
                   "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
     (err if to_stream(output) else out).print(t)
@@ -318,7 +318,7 @@ def summary(
         return
     multi = len(result.ranks) > 1
     synthesized = result.synthesized
-    t = Table(title=f"{', '.join(str(p) for p in inputs)} — by {by}"
+    t = Table(title=rich_escape(f"{', '.join(str(p) for p in inputs)} — by {by}")
                     + (" (synthesized timeline: file totals)" if synthesized else ""),
               caption=("total: the time the group's slices cover, counted once" if result.total_is_union
                        else None))
@@ -332,7 +332,7 @@ def summary(
     if multi:
         t.add_column("slowest rank", justify="right")
     for r in result.rows:
-        cells = [r.key, f"{r.count:,}", summ.fmt_ns(r.total_ns), summ.fmt_ns(r.self_ns),
+        cells = [rich_escape(r.key), f"{r.count:,}", summ.fmt_ns(r.total_ns), summ.fmt_ns(r.self_ns),
                  summ.fmt_ns(r.avg_ns), f"{100 * r.share:.1f}"]
         if footprint:
             cells += [summ.fmt_rate(r.flops, "FLOPS", 1000), summ.fmt_rate(r.bandwidth, "iB/s", 1024)]
@@ -390,7 +390,7 @@ def validate_(
         verdict = "clean" if not report.problems else f"{len(report.problems)} problem(s)"
         if report.notes:
             verdict += f", {len(report.notes)} note(s) on known quirks of the producer"
-        t = Table(title=f"{input} ({report.format}, {report.events:,} events): {verdict}", title_justify="left")
+        t = Table(title=rich_escape(f"{input} ({report.format}, {report.events:,} events): {verdict}"), title_justify="left")
         for col in ("check", "verdict", "count", "detail"):
             t.add_column(col, justify="right" if col == "count" else "left", overflow="fold")
         rank = {check.PROBLEM: 0, check.NOTE: 1}
@@ -440,7 +440,7 @@ def list_formats() -> None:
     t.add_column("what it is")
     for f in registry.FORMATS:
         t.add_row(f.name, "yes" if f.reader else "", ("merge" if f.archive else "yes") if f.writer else "",
-                  " ".join(f.extensions), f.title + (" [synthesized timeline]" if f.aggregate else ""))
+                  " ".join(f.extensions), rich_escape(f.title + (" [synthesized timeline]" if f.aggregate else "")))
     out.print(t)
 
 

@@ -113,7 +113,7 @@ def replay(paths: list[Path], log=print) -> dict:
             name = f.name
             suffix = next((s for s in (MERGE_SUFFIX, ".pt.trace.json", ".chrome_timeline.json", ".json.gz", ".json", ".txt",
                                        ".log", ".gz") if name.endswith(s)), f.suffix)
-            o = runner.run(Case(f.parent.name, suffix, data), inspect=True)
+            o = runner.run(Case(f.parent.name, suffix, data), inspect="both")
             stats["cases"] += 1
             stats["by_kind"]["replay"] += 1
             for r in o.results:

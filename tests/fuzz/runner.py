@@ -12,9 +12,11 @@ The contract, for every input and each output format (.pftrace and .json) of ``t
   max(1 GiB, 50 x the input's decompressed size)); no temporary file left in the output's folder
   or in ``$TMPDIR``.
 
-An inspected input also goes through ``summary`` and ``validate`` with ``--format json``: JSON on
-stdout when the input converts (validate: exit 0, or 1 for problems found), one error line and
-exit 2 when it does not; the same never-list.
+An inspected input also goes through ``summary`` and ``validate``, with ``--format json`` or as the
+tables a terminal shows (half the inputs each, by their bytes' hash: the tables go through rich,
+which reads ``[...]`` in a name as markup): JSON, or a table, on stdout when the input converts
+(validate: exit 0, or 1 for problems found), one error line and exit 2 when it does not; the same
+never-list.
 """
 
 from __future__ import annotations
@@ -126,7 +128,11 @@ class Runner:
             self._start()
 
     def _start(self) -> None:
-        self._proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("server.py"))], cwd=ROOT,
+        # (as a module from the checkout's root, as ``python -m traceconv`` runs in --plain: both
+        # import this checkout's traceconv first, not whichever one is installed -- a script's
+        # folder, tests/fuzz, would come first instead, and a campaign run from a git worktree
+        # tested the installed checkout)
+        self._proc = subprocess.Popen([sys.executable, "-m", "tests.fuzz.server"], cwd=ROOT,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self._proc.stdout.readline()
         if not line or not json.loads(line).get("ready"):
@@ -190,10 +196,11 @@ class Runner:
 
     # -- one case
 
-    def run(self, case: Case, outputs: tuple[str, ...] = OUTPUTS, inspect: bool = False) -> Outcome:
+    def run(self, case: Case, outputs: tuple[str, ...] = OUTPUTS, inspect: bool | str = False) -> Outcome:
         """``traceconv convert`` of the case's input; a merge case (:func:`merge_case`):
         ``traceconv merge`` of the folder of its ranks.  ``inspect``: a converted input is also
-        summarised and validated (:meth:`_inspect`)."""
+        summarised and validated (:meth:`_inspect`), as JSON or as tables by the hash of its bytes;
+        ``"both"``: as JSON, then as tables."""
         self._n += 1
         d = self.workdir / f"case{self._n}"
         shutil.rmtree(d, ignore_errors=True)
@@ -215,9 +222,11 @@ class Runner:
             for ext in outputs:
                 outcome.results.append(self._one([verb, str(src), *options], d, ext, cap, timeout))
             if inspect and verb == "convert":
-                for cmd in ("summary", "validate"):
-                    outcome.results.append(self._inspect(cmd, src, d, cap, timeout,
-                                                         [r.rc for r in outcome.results[:len(outputs)]]))
+                tables = (False, True) if inspect == "both" else (hashlib.sha256(case.data).digest()[0] & 1 == 1,)
+                converted = [r.rc for r in outcome.results[:len(outputs)]]
+                for table in tables:
+                    for cmd in ("summary", "validate"):
+                        outcome.results.append(self._inspect(cmd, src, d, cap, timeout, converted, table))
         finally:
             shutil.rmtree(d, ignore_errors=True)
         return outcome
@@ -240,14 +249,18 @@ class Runner:
             fail(crash, f"no exit after {timeout:.0f} s" if crash == "timeout" else "")
         return res, err, fail
 
-    def _inspect(self, cmd: str, src: Path, d: Path, cap: int, timeout: float, converted: list[int]) -> Result:
-        """``traceconv summary|validate <input> --format json``: JSON on stdout and exit 0 (validate:
-        0, or 1 for problems found), or one error line and exit 2, as the conversion did: an input
-        that converts has a summary and a validation, one that does not has neither."""
-        tmpdir = d / f"tmp-{cmd}"
+    def _inspect(self, cmd: str, src: Path, d: Path, cap: int, timeout: float, converted: list[int],
+                 table: bool = False) -> Result:
+        """``traceconv summary|validate <input> --format json`` (``table``: as a table): JSON (a
+        table) on stdout and exit 0 (validate: 0, or 1 for problems found), or one error line and
+        exit 2, as the conversion did: an input that converts has a summary and a validation, one
+        that does not has neither."""
+        label = f"{cmd} table" if table else cmd
+        tmpdir = d / f"tmp-{label}"
         tmpdir.mkdir()
-        so, se = d / f"stdout-{cmd}", d / f"stderr-{cmd}"
-        res, err, fail = self._call(cmd, [cmd, str(src), "--format", "json"], so, se, cap, tmpdir, timeout)
+        so, se = d / f"stdout-{label}", d / f"stderr-{label}"
+        argv = [cmd, str(src), "--format", "table" if table else "json"]
+        res, err, fail = self._call(label, argv, so, se, cap, tmpdir, timeout)
         if res.failure:
             return res
         rc = res.rc
@@ -257,7 +270,10 @@ class Runner:
             return fail(f"exit {rc}")
         if (rc == 2) != (2 in converted):
             return fail(f"exit {rc} where convert exited {'/'.join(map(str, converted))}")
-        if rc != 2:
+        if rc != 2 and table:
+            if not so.read_bytes().strip():
+                return fail("no table on stdout")
+        elif rc != 2:
             try:
                 orjson.loads(so.read_bytes())
             except orjson.JSONDecodeError as e:

@@ -132,8 +132,11 @@ def long_string(draw: Any) -> str:
 
 
 _PLAIN_NAMES = st.sampled_from(["aten::add", "forward", "step", "cudaLaunchKernel", "a", "b", "", "GEMM"])
+# what rich (the CLI's tables) would read as markup: a closing tag with nothing open crashed summary
+_MARKUP_NAMES = st.sampled_from(["[/]", "[bold]x[/bold]", "[memory]", "k<float[4]>", "[red]", "a\\[b]", "[/x]"])
 names = st.one_of(
     _PLAIN_NAMES, _PLAIN_NAMES, _PLAIN_NAMES, _PLAIN_NAMES,
+    _MARKUP_NAMES,
     st.text(max_size=12),
     bad_string(),
     long_string(),
