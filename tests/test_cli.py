@@ -332,3 +332,22 @@ def test_names_and_file_names_that_look_like_rich_markup_print_as_they_are(tmp_p
     assert m.returncode == 0, m.stderr
     assert "wrote out[red].pftrace (perfetto): 12 slices" in m.stdout
     assert f"{folder / 'rank0[red].json'} (file name)" in m.stdout and f"{folder / 'rank1[red].json'}" in m.stdout
+
+
+def test_each_help_paragraph_is_one_line_that_rich_wraps():
+    """rich markup mode keeps a help text's line breaks, so the docstrings' wrapped lines broke
+    summary's and validate's sentences short at 80 columns; each paragraph is now one line (rich
+    wraps it to the terminal), and a paragraph of example commands a line per command."""
+    import typer.main
+
+    from traceconv_cli.app import app
+    group = typer.main.get_command(app)
+    assert set(group.commands) >= {"convert", "merge", "summary", "validate", "open", "formats"}
+    for name, cmd in group.commands.items():
+        for p in cmd.help.split("\n\n"):
+            assert p == p.strip() and "  " not in p, (name, p)
+            assert "\n" not in p or all(line.startswith("traceconv ") for line in p.splitlines()), (name, p)
+    summary = group.commands["summary"].help
+    assert ("By name, total sums the calls' durations; by category, thread, process or rank it is the time "
+            "the group's slices cover, counted once. Each call") in summary
+    assert summary.endswith("\n\ntraceconv summary rank0.pt.trace.json.gz rank1.pt.trace.json.gz --by name --top 10")

@@ -18,7 +18,7 @@ import sys
 import traceback
 import webbrowser
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -79,6 +79,23 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_show_locals=False,
 )
+
+
+def _help(doc: str) -> str:
+    """A command's docstring as its ``--help`` shows it.  In rich markup mode (which the examples
+    need) a help text keeps its line breaks, so the docstring's wrapped lines broke its sentences
+    short on a terminal narrower than them: each paragraph becomes one line, which rich wraps to the
+    terminal, and a paragraph of commands keeps a line per command."""
+    paragraphs = [p.strip() for p in doc.split("\n\n") if p.strip()]
+    return "\n\n".join("\n".join(line.strip() for line in p.splitlines()) if p.startswith("traceconv ")
+                       else " ".join(p.split()) for p in paragraphs)
+
+
+def command(name: Optional[str] = None, **kw: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``app.command``, its help the function's docstring as :func:`_help` lays it out."""
+    def register(f: Callable[..., Any]) -> Callable[..., Any]:
+        return app.command(name, help=_help(f.__doc__ or ""), **kw)(f)
+    return register
 
 
 ENGINE_HELP = ("Where the per-file work runs: local (this machine's process pool, the default) or dask "
@@ -160,7 +177,7 @@ def _main(
     pass
 
 
-@app.command(epilog="Input format (from the content): " + ", ".join(registry.reader_names())
+@command(epilog="Input format (from the content): " + ", ".join(registry.reader_names())
              + ".  Output format (from the name): " + ", ".join(registry.writer_names()) + ".")
 def convert(
     input: str = typer.Argument(..., metavar="INPUT", help="The profile to convert (.gz is detected by content); "
@@ -199,7 +216,7 @@ def convert(
         print_warnings(result.warnings)
 
 
-@app.command()
+@command()
 def merge(
     inputs: list[str] = typer.Argument(..., metavar="INPUTS...",
                                        help="Trace files, folders or globs: one (or more) per rank."),
@@ -262,7 +279,7 @@ def merge(
     print_warnings(result.warnings)
 
 
-@app.command()
+@command()
 def summary(
     inputs: list[str] = typer.Argument(..., metavar="INPUTS...", help="One profile, or one per rank of a run "
                                                                      "(paths, globs, URLs: 's3://b/run/rank*.json.gz')."),
@@ -366,7 +383,7 @@ def skew_table(result: "summ.Summary") -> Table:
     return t
 
 
-@app.command("validate")
+@command("validate")
 def validate_(
     input: str = typer.Argument(..., metavar="INPUT", help="The profile to check (a path or a URL)."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
@@ -402,7 +419,7 @@ def validate_(
     raise typer.Exit(code=EXIT_PROBLEMS if report.problems else 0)
 
 
-@app.command("open")
+@command("open")
 def open_(
     input: str = typer.Argument(..., metavar="INPUT", help="A profile of any supported format, or a Perfetto "
                                                            "trace (a path or a URL)."),
@@ -429,7 +446,7 @@ def open_(
         raise fail(e) from None
 
 
-@app.command("formats")
+@command("formats")
 def list_formats() -> None:
     """List the formats traceconv reads and writes."""
     t = Table(title="traceconv formats", show_lines=False)
