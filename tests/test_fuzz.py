@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import gzip
 import math
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -507,3 +510,29 @@ def test_the_runner_flags_what_breaks_the_contract(tmp_path, monkeypatch):
     assert [r.failure for r in runner.run(case, inspect=True).results] == [
         ".pftrace exit 2 without one 'traceconv: error:' line", ".json exit 2 without one 'traceconv: error:' line",
         "summary exit 0 where convert exited 2/2", None]
+
+
+def test_a_long_phase_of_backslashes_is_quoted_short_and_its_table_prints_at_once():
+    """A Kineto mutation whose phase was 70,000 backslashes (the campaign of 2026-11-27, seed
+    20261163, the first to print validate's table): rich's markup escape is quadratic in a run of
+    backslashes, so the table took 3 minutes (a timeout); the warning quoted the phase whole (a
+    140,000-character line) and validate's table ran to 8,000 lines.  The tables are now built
+    from text that is never read as markup, and a value from the input is quoted by its first 60
+    characters and its length (summary's table: a name by its first 500)."""
+    from traceconv.errors import clip
+    path = FUZZ / "validate_long_backslash_phase.json.gz"
+    assert clip("x" * 60) == "x" * 60 and clip("x" * 61) == "x" * 60 + "... (61 characters)"
+    r = subprocess.run([sys.executable, "-m", "traceconv", "convert", str(path), "-o", os.devnull, "--to", "perfetto"],
+                       capture_output=True, text=True, timeout=60)
+    warned = [line for line in r.stderr.splitlines() if line.startswith("warning: unknown-phase")]
+    assert r.returncode == 0 and len(warned) == 1, r.stderr[-500:]
+    assert warned[0].endswith("... (70,000 characters)') (1)") and len(warned[0]) < 250
+    v = subprocess.run([sys.executable, "-m", "traceconv", "validate", str(path)], capture_output=True,
+                       text=True, timeout=60)
+    assert v.returncode == 1 and "(70,000 characters)" in v.stdout and len(v.stdout.splitlines()) < 60, v.stdout[-800:]
+    s = subprocess.run([sys.executable, "-m", "traceconv", "summary", str(path)], capture_output=True,
+                       text=True, timeout=60, env={**os.environ, "COLUMNS": "100"})
+    assert s.returncode == 0 and "(30,000 characters)" in s.stdout and len(s.stdout.splitlines()) < 30, s.stdout[-800:]
+    j = subprocess.run([sys.executable, "-m", "traceconv", "summary", str(path), "--format", "json"],
+                       capture_output=True, text=True, timeout=60)
+    assert "\\" * 30000 in {row["key"] for row in orjson.loads(j.stdout)["rows"]}

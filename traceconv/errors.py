@@ -55,6 +55,18 @@ def _escaped(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+SHOWN_CHARS = 60     # of a value from the input that a message quotes (a name, a phase, a key)
+
+
+def clip(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` from the input as a message quotes it: whole up to ``limit`` characters, else its
+    start and its length.  (A fuzz case's 70,000-character phase made a 140,000-character warning
+    and an 8,000-line ``validate`` table; each distinct long name its own warning line.)"""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
 class TraceconvError(Exception):
     """A problem with the user's input, arguments or output path.
 

@@ -43,7 +43,7 @@ import numpy as np
 import orjson
 
 from .api import PathLike, load
-from .errors import WarningCode
+from .errors import WarningCode, clip
 from .io import Source, open_source
 from .model.layout import nest
 from .model import Trace
@@ -216,8 +216,8 @@ class _Scan:
         t = _num(e.ts)
         when = f"+{(t - self.t0) / 1e3:.3f} ms" if t is not None else "no time"
         thread = self.threads.get((e.pid, e.tid))
-        who = f"pid {e.pid} tid {e.tid}" + (f" '{thread}'" if thread else "")
-        return f"'{e.name or ''}' ({e.ph}) at {when} on {who}"
+        who = f"pid {clip(str(e.pid))} tid {clip(str(e.tid))}" + (f" '{clip(str(thread))}'" if thread else "")
+        return f"'{clip(e.name or '')}' ({clip(str(e.ph))}) at {when} on {who}"
 
     def add(self, code: WarningCode, text: str) -> None:
         got = self.examples.setdefault(code, [])
@@ -233,7 +233,8 @@ class _Scan:
             phases = {e.ph for e in es}
             if "s" not in phases or "f" not in phases:
                 missing = "start" if "s" not in phases else "end"
-                self.add(WarningCode.UNRESOLVED_FLOW, f"flow {cat} id {fid}: {self.where(es[0])}, no {missing}")
+                self.add(WarningCode.UNRESOLVED_FLOW,
+                         f"flow {clip(str(cat))} id {clip(str(fid))}: {self.where(es[0])}, no {missing}")
 
     def _ids(self, events: list[_Timed]) -> None:
         seen: set = set()
@@ -241,7 +242,7 @@ class _Scan:
             for what, v in (("pid", e.pid), ("tid", e.tid)):
                 if isinstance(v, (int, float)) and not 0 <= v < 2**31 and (what, v) not in seen:
                     seen.add((what, v))
-                    self.add(WarningCode.REMAPPED_ID, f"{what} {v}: {self.where(e)}")
+                    self.add(WarningCode.REMAPPED_ID, f"{what} {clip(str(v))}: {self.where(e)}")
 
     def _begin_end(self, events: list[_Timed]) -> None:
         stacks: dict[tuple, list[_Timed]] = {}

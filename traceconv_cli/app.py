@@ -22,14 +22,14 @@ from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape as rich_escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 import traceconv                                    # light: its API is imported when first used
 from traceconv import formats as registry
 from traceconv import progress, serve
-from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, hold_signal, spell
+from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, clip, hold_signal, spell
 from traceconv.io import output_label, refuse_binary_terminal, stream_fd
 
 
@@ -98,6 +98,8 @@ def command(name: Optional[str] = None, **kw: Any) -> Callable[[Callable[..., An
     return register
 
 
+TABLE_KEY_CHARS = 500    # of a name in summary's table (--format csv or json gives it whole)
+
 ENGINE_HELP = ("Where the per-file work runs: local (this machine's process pool, the default) or dask "
                "(a Dask LocalCluster here, or the cluster of --scheduler; pip install 'traceconv\\[dask]').")
 SCHEDULER_HELP = "A Dask scheduler's address (tcp://host:8786): run on that cluster (implies --engine dask)."
@@ -138,12 +140,13 @@ def progress_bar(quiet: bool, what: str):
     if quiet or not err.is_terminal:
         yield None
         return
-    with Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=err, transient=True) as p:
+    with Progress(TextColumn(what, style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}", markup=False), TimeElapsedColumn(), console=err,
+                  transient=True) as p:
         task = p.add_task("", total=None)
 
         def update(done: int, total: int, path) -> None:
-            p.update(task, completed=done, total=total, description=rich_escape(str(path)))
+            p.update(task, completed=done, total=total, description=str(path))
         yield update
 
 
@@ -153,12 +156,12 @@ def stage_progress(quiet: bool):
     if quiet or not err.is_terminal:
         yield
         return
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as p:
         task = p.add_task("starting", total=None)
 
         def update(stage: str, done: int, total) -> None:
-            p.update(task, description=rich_escape(stage), completed=done, total=total)
+            p.update(task, description=stage, completed=done, total=total)
         with progress.reporting(update):
             yield
 
@@ -266,13 +269,13 @@ def merge(
         return
     files = {r: [] for r in sorted({r for _, r, _ in result.files})}
     for path, r, how in result.files:
-        files[r].append(rich_escape(f"{path} ({spell(how, FLAGS)})"))
-    t = Table(title=rich_escape(f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices"),
+        files[r].append(f"{path} ({spell(how, FLAGS)})")
+    t = Table(title=Text(f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices"),
               title_justify="left")
     for col in ("rank", "file (rank from)", "alignment", "matched", "offset", "±"):
         t.add_column(col, justify="right" if col in ("rank", "matched", "offset", "±") else "left")
     for a in result.alignments:
-        t.add_row(str(a.rank), "\n".join(files[a.rank]), rich_escape(f"{a.method}: {a.detail}"),
+        t.add_row(str(a.rank), Text("\n".join(files[a.rank])), Text(f"{a.method}: {a.detail}"),
                   "-" if a.matched is None else str(a.matched), f"{a.offset_ns / 1e6:+.3f} ms",
                   "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
     (err if to_stream(output) else out).print(t)
@@ -335,7 +338,7 @@ def summary(
         return
     multi = len(result.ranks) > 1
     synthesized = result.synthesized
-    t = Table(title=rich_escape(f"{', '.join(str(p) for p in inputs)} — by {by}")
+    t = Table(title=Text(f"{', '.join(str(p) for p in inputs)} — by {by}")
                     + (" (synthesized timeline: file totals)" if synthesized else ""),
               caption=("total: the time the group's slices cover, counted once" if result.total_is_union
                        else None))
@@ -349,7 +352,7 @@ def summary(
     if multi:
         t.add_column("slowest rank", justify="right")
     for r in result.rows:
-        cells = [rich_escape(r.key), f"{r.count:,}", summ.fmt_ns(r.total_ns), summ.fmt_ns(r.self_ns),
+        cells = [Text(clip(r.key, TABLE_KEY_CHARS)), f"{r.count:,}", summ.fmt_ns(r.total_ns), summ.fmt_ns(r.self_ns),
                  summ.fmt_ns(r.avg_ns), f"{100 * r.share:.1f}"]
         if footprint:
             cells += [summ.fmt_rate(r.flops, "FLOPS", 1000), summ.fmt_rate(r.bandwidth, "iB/s", 1024)]
@@ -407,13 +410,13 @@ def validate_(
         verdict = "clean" if not report.problems else f"{len(report.problems)} problem(s)"
         if report.notes:
             verdict += f", {len(report.notes)} note(s) on known quirks of the producer"
-        t = Table(title=rich_escape(f"{input} ({report.format}, {report.events:,} events): {verdict}"), title_justify="left")
+        t = Table(title=Text(f"{input} ({report.format}, {report.events:,} events): {verdict}"), title_justify="left")
         for col in ("check", "verdict", "count", "detail"):
             t.add_column(col, justify="right" if col == "count" else "left", overflow="fold")
         rank = {check.PROBLEM: 0, check.NOTE: 1}
         for f in sorted(report.findings, key=lambda f: (rank.get(f.severity, 2), f.check)):
             label = {check.PROBLEM: "[red]problem[/red]", check.NOTE: "[yellow]note[/yellow]"}.get(f.severity, "info")
-            detail = rich_escape(f.message) + "".join(f"\n  e.g. {rich_escape(x)}" for x in f.examples)
+            detail = Text(f.message + "".join(f"\n  e.g. {x}" for x in f.examples))
             t.add_row(f.check, label, f"{f.count:,}", detail)
         out.print(t)
     raise typer.Exit(code=EXIT_PROBLEMS if report.problems else 0)
@@ -457,7 +460,7 @@ def list_formats() -> None:
     t.add_column("what it is")
     for f in registry.FORMATS:
         t.add_row(f.name, "yes" if f.reader else "", ("merge" if f.archive else "yes") if f.writer else "",
-                  " ".join(f.extensions), rich_escape(f.title + (" [synthesized timeline]" if f.aggregate else "")))
+                  " ".join(f.extensions), Text(f.title + (" [synthesized timeline]" if f.aggregate else "")))
     out.print(t)
 
 

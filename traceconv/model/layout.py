@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .._native import _core
-from ..errors import WarningCode
+from ..errors import WarningCode, clip
 from .. import memory
 from .trace import Trace
 
@@ -94,7 +94,7 @@ def nest(trace: Trace) -> None:
     del order, lanes, lane, ts, dur, track
     memory.trim()
     if moved:
-        names = sorted({trace.track_label(trace.tracks[t]) or "unnamed track" for t in moved})
+        names = sorted({clip(trace.track_label(trace.tracks[t])) or "unnamed track" for t in moved})
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         trace.diagnostics.warn(WarningCode.OVERLAP_LANES,
                   f"slices that partially overlap another on their track (so cannot nest there) were "

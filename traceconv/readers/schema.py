@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from ..errors import TraceconvError
+from ..errors import TraceconvError, clip
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -35,7 +35,7 @@ def validate(model: type[M], data: Any, what: str) -> M:
         first = errs[0]
         more = f" (and {len(errs) - 1} more problems)" if len(errs) > 1 else ""
         got = first.get("input")
-        shown = repr(got) if isinstance(got, (str, int, float, bool)) or got is None else type(got).__name__
+        shown = clip(repr(got)) if isinstance(got, (str, int, float, bool)) or got is None else type(got).__name__
         raise TraceconvError(f"not a valid {what}: {first['msg']} (found {shown}){more}",
                              where=f"at {_where(tuple(first['loc']))}") from None
 

@@ -77,7 +77,7 @@ import numpy as np
 import orjson
 from msgspec import Raw
 
-from ...errors import WarningCode
+from ...errors import WarningCode, clip
 from ...io import Source
 from ...model import MAX_TIME_NS, Clock, Thread, Trace, TrackKind
 
@@ -687,9 +687,9 @@ class ChromeReader(ReadPaths):
             elif ph == "(" or ph == ")":
                 self._frame_event(ev, ts, pid, tid, seq)
             else:
-                shown = ph if ph else "(none)"
+                shown = repr(clip(ph)) if ph else "(none)"
                 self.drop(WarningCode.UNKNOWN_PHASE, f"events of a phase traceconv does not know were dropped "
-                          f"(ph {shown!r})")
+                          f"(ph {shown})")
         used["X"] += n_x
         if changed_args:
             self.warn(WarningCode.CLAMPED_VALUE, "args that were not a JSON object, or held values no viewer "
@@ -771,7 +771,7 @@ class ChromeReader(ReadPaths):
             self.used["metadata"] += 1
             return
         self.drop(WarningCode.DROPPED_EVENT, f"metadata events that viewers ignore were dropped "
-                  f"({ev.name or 'unnamed'})")
+                  f"({clip(ev.name) if ev.name else 'unnamed'})")
 
     # ---- B/E, async, frames ---------------------------------------------------------------
 
@@ -797,7 +797,7 @@ class ChromeReader(ReadPaths):
         else:
             scope = ident = None
         if ident is None:
-            self.drop(WarningCode.DROPPED_EVENT, f"async events without 'id' or 'id2' were dropped (ph {ph!r})")
+            self.drop(WarningCode.DROPPED_EVENT, f"async events without 'id' or 'id2' were dropped (ph {clip(ph)!r})")
             return
         key = ("a", scope, ev.cat or "", ident)
         if ph in ("b", "S"):
