@@ -351,3 +351,24 @@ def test_each_help_paragraph_is_one_line_that_rich_wraps():
     assert ("By name, total sums the calls' durations; by category, thread, process or rank it is the time "
             "the group's slices cover, counted once. Each call") in summary
     assert summary.endswith("\n\ntraceconv summary rank0.pt.trace.json.gz rank1.pt.trace.json.gz --by name --top 10")
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_input_is_read(tmp_path):
+    """A mistyped output folder (or a folder, or an input, as the output) is the error, not what
+    reading the inputs would have found: convert and merge check the output first (a merge of a
+    thousand ranks from object storage had read every one of them before it said so)."""
+    bad = write(tmp_path, "rank0.pt.trace.json", "this is not a trace")
+    write(tmp_path, "rank1.pt.trace.json", "nor is this")
+    missing = tmp_path / "no such folder" / "run.pftrace"
+    assert_one_line_error(run("convert", bad, "-o", missing), "no such folder/run.pftrace",
+                          "the output's folder does not exist")
+    assert_one_line_error(run("merge", tmp_path / "rank0.pt.trace.json", tmp_path / "rank1.pt.trace.json",
+                              "-o", missing), "the output's folder does not exist")
+    assert_one_line_error(run("merge", bad, tmp_path / "rank1.pt.trace.json", "-o", bad, "--to", "perfetto"),
+                          "refusing to overwrite an input file")
+    folder = tmp_path / "out.pftrace"
+    folder.mkdir()
+    assert_one_line_error(run("convert", bad, "-o", folder), "the output is a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.pftrace", "rank0.pt.trace.json", "rank1.pt.trace.json"]
+    # (what the inputs hold is still the error once the output can be written)
+    assert_one_line_error(run("convert", bad, "-o", tmp_path / "ok.pftrace"), "rank0.pt.trace.json")

@@ -13,7 +13,7 @@ from typing import Iterator, Sequence
 from . import formats as _formats
 from . import memory
 from .errors import ConversionWarning, TraceconvError, WarningCode, signals_held
-from .io import atomic_output, open_source, refuse_binary_terminal, stream_fd
+from .io import atomic_output, check_output, open_source, refuse_binary_terminal, stream_fd
 from .model.layout import nest
 from .remote import URL, is_url
 from .model import Trace, enforce_time_domain
@@ -139,6 +139,7 @@ def _convert_here(input: PathLike, output: PathLike, from_format: str | None, to
                   strict: bool) -> ConvertResult:
     out_fmt = output_format(output, to_format)   # fail on a bad output name before reading
     refuse_binary_terminal(output, is_binary(out_fmt))
+    check_output(output, inputs=[input])         # (and on a folder that does not exist)
     trace = load(input, from_format)
     nest(trace)
     lossy = trace.diagnostics.lossy()

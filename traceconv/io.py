@@ -403,6 +403,36 @@ def write_pieces(out: BinaryIO, pieces: Sequence[Piece]) -> None:
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
 
 
+def _local_target(out: Path, inputs: Sequence[str | os.PathLike[str]]) -> os.stat_result | None:
+    """What a local output path is now (None: no file yet), after the checks that refuse it: one
+    of ``inputs``, a directory, a regular file's folder that does not exist."""
+    for i in inputs:
+        if _same_file(out, Path(i)) or out.resolve() == Path(i).resolve():
+            raise TraceconvError("refusing to overwrite an input file; choose another output name",
+                                 path=out)
+    try:
+        st: os.stat_result | None = os.stat(out)          # follows a symlink
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise environment_error(e, out) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise TraceconvError("the output is a directory", path=out)
+    if (st is None or stat.S_ISREG(st.st_mode)) and not Path(os.path.realpath(out)).parent.is_dir():
+        raise TraceconvError("the output's folder does not exist", path=out)
+    return st
+
+
+def check_output(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
+    """Refuse a local output path before any input is read, as :func:`atomic_output` would after:
+    one of ``inputs``, a directory, a file in a folder that does not exist (a merge of a thousand
+    ranks, or a 1 GB conversion, learnt of a mistyped folder only once every input was read).
+    Standard output, open descriptors and URLs are checked when written."""
+    if is_url(path) or stream_fd(path) is not None:
+        return
+    _local_target(Path(path), inputs)
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.PathLike[str]] = (),
                   compress: bool | None = None, binary: bool = False) -> Iterator[BinaryIO]:
@@ -430,18 +460,7 @@ def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.Pat
         with _write_through(fd, output_label(path), False, compress, binary) as f:
             yield f
         return
-    for i in inputs:
-        if _same_file(out, Path(i)) or out.resolve() == Path(i).resolve():
-            raise TraceconvError("refusing to overwrite an input file; choose another output name",
-                                 path=out)
-    try:
-        st: os.stat_result | None = os.stat(out)          # follows a symlink
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise environment_error(e, out) from None
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise TraceconvError("the output is a directory", path=out)
+    st = _local_target(out, inputs)
     if st is not None and not stat.S_ISREG(st.st_mode):
         # a device or a FIFO (or a symlink to one): write through it, never replace it
         try:
@@ -453,8 +472,6 @@ def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.Pat
         return
     target = Path(os.path.realpath(out))                  # a symlink's target is what is replaced
     parent = target.parent
-    if not parent.is_dir():
-        raise TraceconvError("the output's folder does not exist", path=out)
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
     tmp: str | None = None
     ok = False

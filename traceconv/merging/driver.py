@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 from .. import formats as _formats
 from ..api import PathLike, save
 from ..errors import TraceconvError, WarningCode, spell
-from ..io import atomic_output
+from ..io import atomic_output, check_output
 from ..model import Clock, Trace
 from ..remote import URL, as_url, is_url
 from ..writers import perfetto
@@ -130,6 +130,7 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
     cats = frozenset(c for item in drop_cat for c in item.split(",") if c)
     win = parse_window_spec(window) if window else None
     out = _output(output)
+    check_output(out, inputs=files)             # before a thousand ranks are read, not after
     with make_engine(engine, scheduler=scheduler, workers=workers) as eng:
         run = _Run(files, out, writes, explicit, wanted, ranks, cats, min_ns, win, align_method,
                    from_format, progress)
