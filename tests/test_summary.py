@@ -101,3 +101,21 @@ def test_cli_formats():
     assert r.returncode == 0 and "env_step" in r.stdout and "84.846 s" in r.stdout
     r = run(path, "--by", "colour")
     assert r.returncode == 2 and "cannot group by 'colour'" in r.stderr
+
+
+def test_a_folder_of_ranks_is_summarised_as_merge_takes_it(tmp_path):
+    """``traceconv summary traces/`` reads the folder's trace files, as ``merge traces/`` does (it
+    said "is a directory, not a file", while a remote folder was already expanded)."""
+    gloo = Path(__file__).parent / "fixtures" / "multirank" / "gloo_2ranks"
+    files = sorted(gloo.glob("*.json.gz"))
+    assert len(files) == 2
+    by_folder = run(gloo, "--format", "json", "--top", "0")
+    by_files = run(*files, "--format", "json", "--top", "0")
+    assert by_folder.returncode == 0, by_folder.stderr
+    folder_doc, files_doc = orjson.loads(by_folder.stdout), orjson.loads(by_files.stdout)
+    assert folder_doc["rows"] == files_doc["rows"] and len(folder_doc["rows"]) > 5
+    assert folder_doc["ranks"] == [0, 1] and folder_doc["per_rank_self_ns"] == files_doc["per_rank_self_ns"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run(empty)
+    assert r.returncode == 2 and "no .json or .json.gz trace files in this folder" in r.stderr

@@ -284,8 +284,9 @@ def merge(
 
 @command()
 def summary(
-    inputs: list[str] = typer.Argument(..., metavar="INPUTS...", help="One profile, or one per rank of a run "
-                                                                     "(paths, globs, URLs: 's3://b/run/rank*.json.gz')."),
+    inputs: list[str] = typer.Argument(..., metavar="INPUTS...",
+                                       help="One profile, or one per rank of a run (paths, folders, globs, "
+                                            "URLs: 's3://b/run/rank*.json.gz')."),
     by: str = typer.Option("name", "--by", help="Group by: " + ", ".join(GROUPINGS) + "."),
     sort: str = typer.Option("self", "--sort", help="Sort by: " + ", ".join(SORTS) + "."),
     top: Optional[int] = typer.Option(20, "--top", help="Show the first N rows (0: all)."),

@@ -100,8 +100,9 @@ def rank_from_name(path: Path) -> int | None:
 
 
 def expand_inputs(items: Iterable[str | Path]) -> list[str | Path]:
-    """Each input as given, except a URL (a remote glob or folder: its files) and a local glob no
-    file is named after (its files): what ``summary`` reads, one table per file."""
+    """Each input as given, except a folder or a URL (a remote glob or folder: their files, as
+    ``merge`` takes them) and a local glob no file is named after (its files): what ``summary``
+    reads, one table per file."""
     out: list[str | Path] = []
     for item in items:
         if remote.is_url(item):
@@ -110,7 +111,8 @@ def expand_inputs(items: Iterable[str | Path]) -> list[str | Path]:
                 out.extend(_collect_remote(u))
                 continue
             item = u
-        if not Path(item).exists() and any(ch in str(item) for ch in "*?["):
+        p = Path(item)
+        if p.is_dir() or (not p.exists() and any(ch in str(item) for ch in "*?[")):
             out.extend(collect_inputs([item]))
         else:
             out.append(item)
