@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -115,6 +116,11 @@ def test_a_folder_of_ranks_is_summarised_as_merge_takes_it(tmp_path):
     folder_doc, files_doc = orjson.loads(by_folder.stdout), orjson.loads(by_files.stdout)
     assert folder_doc["rows"] == files_doc["rows"] and len(folder_doc["rows"]) > 5
     assert folder_doc["ranks"] == [0, 1] and folder_doc["per_rank_self_ns"] == files_doc["per_rank_self_ns"]
+    # (by rank, a row is one rank: the table has no "slowest rank" column; by name it has)
+    wide = {**os.environ, "COLUMNS": "200"}
+    tables = [subprocess.run([sys.executable, "-m", "traceconv", "summary", str(gloo), *by], capture_output=True,
+                             text=True, timeout=120, env=wide).stdout for by in (["--by", "rank"], [])]
+    assert "rank 0" in tables[0] and "slowest rank" not in tables[0] and "slowest rank" in tables[1]
     empty = tmp_path / "empty"
     empty.mkdir()
     r = run(empty)

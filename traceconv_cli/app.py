@@ -350,14 +350,15 @@ def summary(
     if footprint:
         t.add_column("FLOPS", justify="right")
         t.add_column("bandwidth", justify="right")
-    if multi:
+    stragglers = multi and by != "rank"          # (a row of one rank has no slowest rank)
+    if stragglers:
         t.add_column("slowest rank", justify="right")
     for r in result.rows:
         cells = [Text(clip(r.key, TABLE_KEY_CHARS)), f"{r.count:,}", summ.fmt_ns(r.total_ns), summ.fmt_ns(r.self_ns),
                  summ.fmt_ns(r.avg_ns), f"{100 * r.share:.1f}"]
         if footprint:
             cells += [summ.fmt_rate(r.flops, "FLOPS", 1000), summ.fmt_rate(r.bandwidth, "iB/s", 1024)]
-        if multi:
+        if stragglers:
             st = r.straggler()
             cells.append(f"{st[0]} (x{st[1]:.2f})" if st else "")
         t.add_row(*cells)
