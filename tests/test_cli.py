@@ -372,3 +372,18 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_input_is_read(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.pftrace", "rank0.pt.trace.json", "rank1.pt.trace.json"]
     # (what the inputs hold is still the error once the output can be written)
     assert_one_line_error(run("convert", bad, "-o", tmp_path / "ok.pftrace"), "rank0.pt.trace.json")
+
+
+def test_a_url_output_whose_backend_is_missing_is_refused_before_any_input_is_read(tmp_path):
+    """``-o gs://...`` without gcsfs is the error, not the inputs (it was said once every rank was
+    read and converted)."""
+    import importlib.util
+    missing = [(proto, pkg) for proto, pkg in (("gs", "gcsfs"), ("az", "adlfs"))
+               if importlib.util.find_spec(pkg) is None]
+    if not missing:
+        pytest.skip("gcsfs and adlfs are both installed: no protocol without its backend to try")
+    proto, pkg = missing[0]
+    bad = write(tmp_path, "rank0.pt.trace.json", "this is not a trace")
+    write(tmp_path, "rank1.pt.trace.json", "nor is this")
+    for argv in (["convert", bad], ["merge", tmp_path]):
+        assert_one_line_error(run(*argv, "-o", f"{proto}://bucket/run.pftrace"), f"{proto}:// needs the {pkg} package")

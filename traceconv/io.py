@@ -423,12 +423,27 @@ def _local_target(out: Path, inputs: Sequence[str | os.PathLike[str]]) -> os.sta
     return st
 
 
+def _remote_target(url: URL, inputs: Sequence[str | os.PathLike[str]]) -> None:
+    """The checks that refuse a URL as an output: one of ``inputs``, or a protocol whose fsspec
+    backend is not installed."""
+    for i in inputs:
+        if remote.as_url(i) == url:
+            raise TraceconvError("refusing to overwrite an input file; choose another output name", path=url)
+    remote.check_writable(url)
+
+
 def check_output(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
-    """Refuse a local output path before any input is read, as :func:`atomic_output` would after:
-    one of ``inputs``, a directory, a file in a folder that does not exist (a merge of a thousand
-    ranks, or a 1 GB conversion, learnt of a mistyped folder only once every input was read).
-    Standard output, open descriptors and URLs are checked when written."""
-    if is_url(path) or stream_fd(path) is not None:
+    """Refuse an output before any input is read, as :func:`atomic_output` would after: one of
+    ``inputs``, a directory, a file in a folder that does not exist, a URL whose backend is not
+    installed (a merge of a thousand ranks, or a 1 GB conversion, learnt of a mistyped folder only
+    once every input was read).  Standard output and open descriptors are checked when written."""
+    if is_url(path):
+        url = remote.as_url(path)
+        if isinstance(url, URL):
+            _remote_target(url, inputs)
+            return
+        path = url
+    if stream_fd(path) is not None:
         return
     _local_target(Path(path), inputs)
 
@@ -503,12 +518,9 @@ def _remote_output(url: URL, inputs: Sequence[str | os.PathLike[str]], compress:
                    binary: bool) -> Iterator[BinaryIO]:
     """Write to a local temporary file, then upload it whole (fsspec's ``put_file``: an S3
     multipart upload is only seen once complete); nothing is uploaded if writing fails."""
-    for i in inputs:
-        if remote.as_url(i) == url:
-            raise TraceconvError("refusing to overwrite an input file; choose another output name", path=url)
+    _remote_target(url, inputs)
     if compress is None:
         compress = url.name.endswith(".gz")
-    remote.check_writable(url)
     tmp: str | None = None
     try:
         with signals_held():                # (as in atomic_output: the name is known before a stop)
