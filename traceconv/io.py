@@ -403,9 +403,10 @@ def write_pieces(out: BinaryIO, pieces: Sequence[Piece]) -> None:
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
 
 
-def _local_target(out: Path, inputs: Sequence[str | os.PathLike[str]]) -> os.stat_result | None:
-    """What a local output path is now (None: no file yet), after the checks that refuse it: one
-    of ``inputs``, a directory, a regular file's folder that does not exist."""
+def _local_target(out: Path, inputs: Sequence[str | os.PathLike[str]]) -> tuple[os.stat_result | None, Path]:
+    """What a local output path is now (None: no file yet) and the file a rename would replace (a
+    symlink's target), after the checks that refuse it: one of ``inputs``, a directory, a regular
+    file's folder that does not exist."""
     for i in inputs:
         if _same_file(out, Path(i)) or out.resolve() == Path(i).resolve():
             raise TraceconvError("refusing to overwrite an input file; choose another output name",
@@ -418,9 +419,10 @@ def _local_target(out: Path, inputs: Sequence[str | os.PathLike[str]]) -> os.sta
         raise environment_error(e, out) from None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise TraceconvError("the output is a directory", path=out)
-    if (st is None or stat.S_ISREG(st.st_mode)) and not Path(os.path.realpath(out)).parent.is_dir():
+    target = Path(os.path.realpath(out))
+    if (st is None or stat.S_ISREG(st.st_mode)) and not target.parent.is_dir():
         raise TraceconvError("the output's folder does not exist", path=out)
-    return st
+    return st, target
 
 
 def _remote_target(url: URL, inputs: Sequence[str | os.PathLike[str]]) -> None:
@@ -475,7 +477,7 @@ def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.Pat
         with _write_through(fd, output_label(path), False, compress, binary) as f:
             yield f
         return
-    st = _local_target(out, inputs)
+    st, target = _local_target(out, inputs)
     if st is not None and not stat.S_ISREG(st.st_mode):
         # a device or a FIFO (or a symlink to one): write through it, never replace it
         try:
@@ -485,8 +487,7 @@ def atomic_output(path: str | os.PathLike[str], *, inputs: Sequence[str | os.Pat
         with _write_through(tfd, str(out), True, compress, binary) as f:
             yield f
         return
-    target = Path(os.path.realpath(out))                  # a symlink's target is what is replaced
-    parent = target.parent
+    parent = target.parent                                # (a symlink's target is what is replaced)
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
     tmp: str | None = None
     ok = False

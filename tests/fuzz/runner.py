@@ -271,8 +271,10 @@ class Runner:
         if (rc == 2) != (2 in converted):
             return fail(f"exit {rc} where convert exited {'/'.join(map(str, converted))}")
         if rc != 2 and table:
-            if not so.read_bytes().strip():
-                return fail("no table on stdout")
+            # (the table's header, which rich draws even with no rows: summary's columns, validate's)
+            header = "┃ count ┃" if cmd == "summary" else "┃ verdict ┃"
+            if header not in so.read_bytes().decode("utf-8", "replace"):
+                return fail("no table on stdout", so.read_bytes().decode("utf-8", "replace")[-600:])
         elif rc != 2:
             try:
                 orjson.loads(so.read_bytes())
