@@ -169,6 +169,25 @@ def test_symlink_to_an_input_is_refused(tmp_path):
     assert src.read_bytes() == SOCCER.read_bytes()
 
 
+def test_an_input_under_another_name_is_refused(tmp_path):
+    """The output is an input when it is the same file (a hard link, another spelling of the path)
+    or, for an input that does not exist, the same path once resolved; another input is not."""
+    from traceconv.io import check_output
+    src = tmp_path / "timers.json"
+    shutil.copy(SOCCER, src)
+    os.link(src, tmp_path / "hard.json")
+    (tmp_path / "sub").mkdir()
+    for out, inputs in [(tmp_path / "hard.json", [src]),
+                        (tmp_path / "sub" / ".." / "timers.json", [src]),
+                        (tmp_path / "missing.json", [tmp_path / "sub" / ".." / "missing.json"]),
+                        (tmp_path / "timers.json", [tmp_path / "other.json", src])]:
+        with pytest.raises(TraceconvError, match="refusing to overwrite an input"):
+            check_output(out, inputs)
+    check_output(tmp_path / "new.json", [src, tmp_path / "hard.json"])      # not an input: no error
+    check_output(tmp_path / "hard.json", [tmp_path / "missing.json"])
+    assert src.read_bytes() == SOCCER.read_bytes()
+
+
 def test_fifo_is_written_through_to_its_reader(tmp_path):
     fifo = tmp_path / "trace.fifo"
     os.mkfifo(fifo)

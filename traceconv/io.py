@@ -251,11 +251,27 @@ def _umask() -> int:
     return mask
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
+def _is_input(out: Path, st: os.stat_result | None, inputs: Sequence[str | os.PathLike[str]]) -> bool:
+    """Whether ``out`` (``st``: its stat, None when there is no file yet) is one of ``inputs``: the
+    same file, or the same path once symlinks are resolved.  The output is stat'ed and resolved
+    once, an input stat'ed once and resolved only when it does not exist (a merge's thousand local
+    ranks: one stat each, where a stat, a samefile and two resolves each took 60-100 ms)."""
+    real: Path | None = None
+    for i in inputs:
+        try:
+            si = os.stat(i)
+        except (OSError, ValueError):
+            si = None
+        if si is not None:
+            # an input that exists is the output only if the output exists and is the same file
+            if st is not None and (si.st_dev, si.st_ino) == (st.st_dev, st.st_ino):
+                return True
+            continue
+        if real is None:
+            real = out.resolve()
+        if Path(i).resolve() == real:
+            return True
+    return False
 
 
 class _Stream:
@@ -407,16 +423,15 @@ def _local_target(out: Path, inputs: Sequence[str | os.PathLike[str]]) -> tuple[
     """What a local output path is now (None: no file yet) and the file a rename would replace (a
     symlink's target), after the checks that refuse it: one of ``inputs``, a directory, a regular
     file's folder that does not exist."""
-    for i in inputs:
-        if _same_file(out, Path(i)) or out.resolve() == Path(i).resolve():
-            raise TraceconvError("refusing to overwrite an input file; choose another output name",
-                                 path=out)
     try:
         st: os.stat_result | None = os.stat(out)          # follows a symlink
     except FileNotFoundError:
         st = None
     except OSError as e:
         raise environment_error(e, out) from None
+    if _is_input(out, st, inputs):
+        raise TraceconvError("refusing to overwrite an input file; choose another output name",
+                             path=out)
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise TraceconvError("the output is a directory", path=out)
     target = Path(os.path.realpath(out))
