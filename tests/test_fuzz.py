@@ -69,6 +69,16 @@ def test_fixture_keeps_the_contract(runner, name):
                                                    "summary table", "validate table"]
 
 
+@tp.requires_trace_processor
+def test_table_mode_finds_a_header_padded_to_its_column(runner):
+    """A count of 10,000 widens summary's count column, so its header is drawn "┃  count ┃" (the
+    campaign of 2026-11-27, seed 20261166, took an ML-Agents mutation's table for a missing one)."""
+    events = [{"ph": "X", "name": "step", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(10_000)]
+    outcome = runner.run(Case("ten_thousand.json", ".json", orjson.dumps({"traceEvents": events})), inspect="both")
+    assert [(r.failure, r.detail[-600:]) for r in outcome.failures] == []
+    assert [r.output for r in outcome.results][-2:] == ["summary table", "validate table"]
+
+
 # ---------------------------------------------------------------- what the model made of them
 
 def _names(t: Trace) -> list[str]:

@@ -107,6 +107,9 @@ def _crashed(ans: dict, err: str) -> str | None:
     return None
 
 
+_SUMMARY_HEADER = re.compile(r"┃ +count +┃")
+_VALIDATE_HEADER = re.compile(r"┃ +verdict +┃")
+
 def _one_error_line(err: str) -> bool:
     lines = err.strip("\n").split("\n")
     return len(lines) == 1 and lines[0].startswith("traceconv: error: ")
@@ -271,9 +274,10 @@ class Runner:
         if (rc == 2) != (2 in converted):
             return fail(f"exit {rc} where convert exited {'/'.join(map(str, converted))}")
         if rc != 2 and table:
-            # (the table's header, which rich draws even with no rows: summary's columns, validate's)
-            header = "┃ count ┃" if cmd == "summary" else "┃ verdict ┃"
-            if header not in so.read_bytes().decode("utf-8", "replace"):
+            # (the table's header, which rich draws even with no rows: summary's columns, validate's;
+            # padded to its column's width, "┃  count ┃" when a count takes 6 characters)
+            header = _SUMMARY_HEADER if cmd == "summary" else _VALIDATE_HEADER
+            if not header.search(so.read_bytes().decode("utf-8", "replace")):
                 return fail("no table on stdout", so.read_bytes().decode("utf-8", "replace")[-600:])
         elif rc != 2:
             try:
