@@ -26,8 +26,8 @@ The checks:
 * pids/tids outside 0..2^31-1 (Perfetto's JSON importer turns anything outside
   0..2^32-1 into 0, merging processes);
 * size against the viewers' limits: chrome://tracing fails beyond about 256 MB of JSON or
-  about 1M events; a Perfetto UI tab has about 2 GB of memory (estimated here at 150 bytes
-  per event once loaded).
+  about 1M events; a Perfetto UI tab has about 2 GB of memory (estimated here at 160 bytes
+  per event and 45 per args value once loaded, as trace_processor holds them).
 """
 
 from __future__ import annotations
@@ -52,7 +52,13 @@ from .readers.chrome.stream import repair_utf8
 CHROME_MAX_BYTES = 256 * 2**20
 CHROME_MAX_EVENTS = 1_000_000
 PERFETTO_TAB_BYTES = 2 * 2**30
-PERFETTO_BYTES_PER_EVENT = 150
+# What trace_processor holds per event and per args value once a trace is loaded: its resident set
+# (v58.2's native build, less its 22 MB at rest) fitted on traceconv's .pftrace of three traces --
+# 1M slices without args 162 MB; 500k slices with 8 args each 278 MB; the bench's 1M Kineto events
+# with 7.48M args rows 469 MB (each within 6 % of the fit).  Args are most of a Kineto trace's.
+PERFETTO_BYTES_PER_EVENT = 160
+PERFETTO_BYTES_PER_ARG = 45
+LARGE_TRACES = "https://perfetto.dev/docs/visualization/large-traces"
 ABSURD_NS = 7 * 24 * 3600 * 10**9
 TIME_BASE_GAP_NS = 30 * 24 * 3600 * 10**9
 
@@ -394,10 +400,14 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
         findings.append(Finding("chrome://tracing limit", PROBLEM, events,
                                 f"{events:,} events: chrome://tracing fails beyond about 1M events "
                                 "(use the .pftrace output in ui.perfetto.dev)"))
-    need = events * PERFETTO_BYTES_PER_EVENT
+    values = trace.slices.args.values_estimate() + trace.instants.args.values_estimate()
+    need = events * PERFETTO_BYTES_PER_EVENT + values * PERFETTO_BYTES_PER_ARG
     sev = PROBLEM if need > PERFETTO_TAB_BYTES else INFO
     findings.append(Finding("Perfetto UI memory", sev, events,
-                            f"about {need / 2**20:,.0f} MB of the ~2 GB a browser tab can use"))
+                            f"about {need / 2**20:,.0f} MB once loaded ({events:,} events, ~{values:,} args "
+                            f"values) of the ~2 GB a browser tab can use"
+                            + (f"; open it through `trace_processor --httpd` ({LARGE_TRACES})"
+                               if sev == PROBLEM else "")))
     if path is not None and source is not None:
         size = _content_size(source)
         if raw is not None:
