@@ -231,8 +231,8 @@ def test_the_library_names_no_flag_and_every_parameter_it_names_has_one():
     """Errors, warnings, a merge's counts and a summary's notes name parameters as ``{opt:name}``
     (errors.spell); a flag written into the library's text would reach API users as the CLI's word.
     Every string of the package but docstrings: the flags left are other programs' (MegEngine's
-    ``load_and_run --profile``, ML-Agents' ``--run-id`` read from its command line) and the
-    recorder's own command line."""
+    ``load_and_run --profile``, ML-Agents' ``--run-id`` read from its command line, trace_processor's
+    ``--httpd`` for a trace too big for a browser tab) and the recorder's own command line."""
     import ast
     import re
     from traceconv_cli.app import FLAGS
@@ -248,7 +248,8 @@ def test_the_library_names_no_flag_and_every_parameter_it_names_has_one():
                 flags += [(path.name, f) for f in re.findall(r"(?<![\w-])--[a-z][a-z-]*", node.value)]
     assert {"rank_map", "window", "drop_cat", "min_dur", "include_profiler_spans", "align_method"} <= named
     assert named <= set(FLAGS), sorted(named - set(FLAGS))
-    assert sorted(flags) == [("__main__.py", "--output"), ("formats.py", "--profile"), ("mlagents.py", "--run")]
+    assert sorted(flags) == [("__main__.py", "--output"), ("formats.py", "--profile"), ("mlagents.py", "--run"),
+                             ("validate.py", "--httpd"), ("validate.py", "--httpd")]
     from traceconv.errors import ConversionWarning, WarningCode, spell
     w = ConversionWarning(WarningCode.NOTE, "left out by the filters ({opt:drop_cat})", 3)
     assert str(w) == "note: left out by the filters (drop_cat) (3)"
@@ -387,3 +388,25 @@ def test_a_url_output_whose_backend_is_missing_is_refused_before_any_input_is_re
     write(tmp_path, "rank1.pt.trace.json", "nor is this")
     for argv in (["convert", bad], ["merge", tmp_path]):
         assert_one_line_error(run(*argv, "-o", f"{proto}://bucket/run.pftrace"), f"{proto}:// needs the {pkg} package")
+
+
+def test_a_trace_too_big_for_a_browser_tab_gets_a_note(tmp_path, monkeypatch):
+    """convert and merge say when the .pftrace they wrote would pass what a browser tab holds once
+    loaded (here the tab made 1 kB), with Perfetto's remedy; a JSON output or a small one, nothing."""
+    from typer.testing import CliRunner
+    import traceconv.validate as v
+    from traceconv_cli.app import app
+    ranks = Path(__file__).parent / "fixtures" / "multirank" / "gloo_2ranks"
+    cli = CliRunner()
+    small = cli.invoke(app, ["convert", str(SOCCER), "-o", str(tmp_path / "small.pftrace")])
+    assert small.exit_code == 0 and "note:" not in small.stderr, small.stderr
+    monkeypatch.setattr(v, "PERFETTO_TAB_BYTES", 1000)
+    for argv, out in [(["convert", str(SOCCER)], tmp_path / "t.pftrace"),
+                      (["merge", str(ranks)], tmp_path / "run.pftrace")]:
+        r = cli.invoke(app, [*argv, "-o", str(out)])
+        assert r.exit_code == 0, r.output
+        size = out.stat().st_size
+        assert f"note: {out} takes about {size * v.PFTRACE_LOADED_RATIO / 2**30:,.1f} GB once loaded" in r.stderr
+        assert f"run `trace_processor --httpd {out}`" in r.stderr and v.LARGE_TRACES in r.stderr
+    r = cli.invoke(app, ["convert", str(SOCCER), "-o", str(tmp_path / "t.json")])
+    assert r.exit_code == 0 and "note:" not in r.stderr

@@ -134,6 +134,14 @@ def print_warnings(warnings: list) -> None:
         err.print(f"warning: {w.one_line(FLAGS)}", markup=False, soft_wrap=True)
 
 
+def print_tab_note(path: Any, output_format: str) -> None:
+    """A note when a Perfetto trace just written or about to be served is too big for a browser tab."""
+    if output_format == "perfetto":
+        note = check.too_big_for_a_tab(path)
+        if note:
+            err.print(f"note: {note}", markup=False, soft_wrap=True)
+
+
 @contextlib.contextmanager
 def progress_bar(quiet: bool, what: str):
     """A callback(done, total, path) drawing a progress bar on a terminal; nothing otherwise."""
@@ -217,6 +225,7 @@ def convert(
             f"wrote {output_label(output)} ({result.output_format}) from {input} ({result.input_format}): "
             f"{result.counts()}", markup=False, soft_wrap=True)
         print_warnings(result.warnings)
+        print_tab_note(output, result.output_format)
 
 
 @command()
@@ -280,6 +289,7 @@ def merge(
                   "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
     (err if to_stream(output) else out).print(t)
     print_warnings(result.warnings)
+    print_tab_note(result.output, result.output_format)
 
 
 @command()
@@ -440,6 +450,8 @@ def open_(
     try:
         serve.check_port(port)
         with traceconv.open_in_ui(input, from_format=from_) as ready:
+            print_tab_note(ready, "perfetto")
+
             def announce(url: str) -> None:
                 out.print(f"serving {ready.name} once on http://{serve.HOST}:{port}/ (Ctrl-C to stop)",
                           markup=False, soft_wrap=True)
