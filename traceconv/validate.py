@@ -60,6 +60,7 @@ PERFETTO_BYTES_PER_EVENT = 160
 PERFETTO_BYTES_PER_ARG = 45
 LARGE_TRACES = "https://perfetto.dev/docs/visualization/large-traces"
 # trace_processor's resident set over the size of traceconv's .pftrace of those traces: 5.0-6.0
+# (and 5.0 for the bench's merge of 8 ranks of 250k events: 157 MB, 779 MB once loaded)
 PFTRACE_LOADED_RATIO = 6
 ABSURD_NS = 7 * 24 * 3600 * 10**9
 TIME_BASE_GAP_NS = 30 * 24 * 3600 * 10**9
