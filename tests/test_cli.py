@@ -410,3 +410,23 @@ def test_a_trace_too_big_for_a_browser_tab_gets_a_note(tmp_path, monkeypatch):
         assert f"run `trace_processor --httpd {out}`" in r.stderr and v.LARGE_TRACES in r.stderr
     r = cli.invoke(app, ["convert", str(SOCCER), "-o", str(tmp_path / "t.json")])
     assert r.exit_code == 0 and "note:" not in r.stderr
+
+
+def test_the_merge_table_names_each_file_below_the_folder_they_share(tmp_path):
+    """A rank's file is named in full below the folder the files share (said once, in the title):
+    its tail is what tells two ranks apart, and the table cut it ('gloo_2ranks/rank0.pt.trac…')."""
+    from traceconv_cli.app import common_folder
+    ranks = Path(__file__).parent / "fixtures" / "multirank" / "gloo_2ranks"
+    for columns in ("100", "60"):
+        r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(ranks), "-o", str(tmp_path / "run.pftrace")],
+                           capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": columns})
+        assert r.returncode == 0, r.stderr
+        assert f"792 slices from 2 files in {ranks}/" in " ".join(r.stdout.split())
+        assert "…" not in r.stdout, r.stdout                     # folded where narrow, never cut
+    rows = [line for line in r.stdout.splitlines() if line.startswith("│")]
+    cells = "".join(line.split("│")[2].strip() for line in rows)
+    assert cells.startswith("rank0.pt.trace.json.gz(distributedInfo.rank)rank1.pt.trace.json.gz"), r.stdout
+    assert common_folder(["s3://b/run/r0.json", "s3://b/run/r1.json"]) == ("s3://b/run/", ["r0.json", "r1.json"])
+    assert common_folder(["runs/a/r0.json", "runs/b/r1.json"]) == ("runs/", ["a/r0.json", "b/r1.json"])
+    for apart in (["a.json", "b.json"], ["/x/a.json", "/y/b.json"], ["s3://b/r0", "s3://c/r1"], []):
+        assert common_folder(apart) == ("", apart)

@@ -134,6 +134,22 @@ def print_warnings(warnings: list) -> None:
         err.print(f"warning: {w.one_line(FLAGS)}", markup=False, soft_wrap=True)
 
 
+def common_folder(paths: list[str]) -> tuple[str, list[str]]:
+    """The folder every one of ``paths`` (local or URLs) is in, ending in ``/``, and each path
+    below it; ``""`` and the paths as they are when they share none."""
+    parts = [p.split("/") for p in paths]
+    common: list[str] = []
+    if parts:
+        for segs in zip(*(p[:-1] for p in parts)):
+            if any(x != segs[0] for x in segs):
+                break
+            common.append(segs[0])
+    if not common or not common[-1]:          # none, or only "/" or "s3://"
+        return "", list(paths)
+    cut = len(common)
+    return "/".join(common) + "/", ["/".join(p[cut:]) for p in parts]
+
+
 def print_tab_note(path: Any, output_format: str) -> None:
     """A note when a Perfetto trace just written or about to be served is too big for a browser tab."""
     if output_format == "perfetto":
@@ -276,13 +292,17 @@ def merge(
             raise fail(e) from None
     if quiet:
         return
+    folder, names = common_folder([str(path) for path, _, _ in result.files])
     files = {r: [] for r in sorted({r for _, r, _ in result.files})}
-    for path, r, how in result.files:
-        files[r].append(f"{path} ({spell(how, FLAGS)})")
-    t = Table(title=Text(f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices"),
+    for name, (_, r, how) in zip(names, result.files):
+        files[r].append(f"{name} ({spell(how, FLAGS)})")
+    t = Table(title=Text(f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices"
+                         + (f" from {len(names)} files in {folder}" if folder else "")),
               title_justify="left")
     for col in ("rank", "file (rank from)", "alignment", "matched", "offset", "±"):
-        t.add_column(col, justify="right" if col in ("rank", "matched", "offset", "±") else "left")
+        # (a file's name in full: its tail is what tells two ranks apart)
+        t.add_column(col, justify="right" if col in ("rank", "matched", "offset", "±") else "left",
+                     overflow="fold")
     for a in result.alignments:
         t.add_row(str(a.rank), Text("\n".join(files[a.rank])), Text(f"{a.method}: {a.detail}"),
                   "-" if a.matched is None else str(a.matched), f"{a.offset_ns / 1e6:+.3f} ms",
