@@ -51,6 +51,11 @@ def test_formats_lists_the_registry():
     for f in formats.FORMATS:
         # (an aggregate format says so in brackets, which rich had read as markup and dropped)
         assert f.title in rows[f.name] and ("[synthesized timeline]" in rows[f.name]) == f.aggregate, rows[f.name]
+    narrow = subprocess.run([sys.executable, "-m", "traceconv", "formats"], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert "…" not in narrow.stdout, narrow.stdout         # folded where narrow, never cut
+    names = [line.split("│")[1].strip() for line in narrow.stdout.splitlines() if line.startswith("│")]
+    assert [n for n in names if n] == [f.name for f in formats.FORMATS]
 
 
 def test_help_shows_examples():

@@ -487,11 +487,11 @@ def open_(
 def list_formats() -> None:
     """List the formats traceconv reads and writes."""
     t = Table(title="traceconv formats", show_lines=False)
-    t.add_column("name", style="bold")
+    t.add_column("name", style="bold", no_wrap=True)
     t.add_column("reads")
     t.add_column("writes")
-    t.add_column("file names")
-    t.add_column("what it is")
+    t.add_column("file names", overflow="fold")
+    t.add_column("what it is", overflow="fold")
     for f in registry.FORMATS:
         t.add_row(f.name, "yes" if f.reader else "", ("merge" if f.archive else "yes") if f.writer else "",
                   " ".join(f.extensions), Text(f.title + (" [synthesized timeline]" if f.aggregate else "")))
