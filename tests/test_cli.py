@@ -435,3 +435,28 @@ def test_the_merge_table_names_each_file_below_the_folder_they_share(tmp_path):
     assert common_folder(["runs/a/r0.json", "runs/b/r1.json"]) == ("runs/", ["a/r0.json", "b/r1.json"])
     for apart in (["a.json", "b.json"], ["/x/a.json", "/y/b.json"], ["s3://b/r0", "s3://c/r1"], []):
         assert common_folder(apart) == ("", apart)
+
+
+def test_the_merge_table_of_a_big_run_shows_the_first_ranks_and_the_least_certain(tmp_path):
+    """Past 16 ranks the table shows the first 8 and the 8 least certain (a fleet's thousand ranks
+    were a thousand rows), a gap marked '…', and the caption counts the ranks and the methods;
+    the output's metadata keeps every rank."""
+    from traceconv_cli.app import merge_rows
+    from traceconv.merging.align import Alignment
+    al = [Alignment(r, "collectives", 0, None if r == 40 else r * 1000, "") for r in range(50)]
+    assert [a.rank for a in merge_rows(al)] == [*range(8), 40, *range(43, 50)]
+    assert merge_rows(al[:16]) == al[:16]
+    for r in range(20):
+        events = [{"ph": "X", "name": f"step{r}", "ts": 1_700_000_000_000_000 + i, "dur": 1, "pid": 1, "tid": 1}
+                  for i in range(3)]
+        (tmp_path / f"rank{r}.json").write_text(json.dumps({"traceEvents": events}))
+    r = subprocess.run([sys.executable, "-m", "traceconv", "merge", *sorted(map(str, tmp_path.glob("rank*.json"))),
+                        "-o", str(tmp_path / "run.pftrace")], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "160"})
+    assert r.returncode == 0, r.stderr
+    ranks = [line.split("│")[1].strip() for line in r.stdout.splitlines() if line.startswith("│")]
+    # (every rank but the reference is unbounded here: the least certain are the next in order)
+    assert [x for x in ranks if x] == [*map(str, range(16)), "…"], r.stdout
+    assert "20 ranks, 16 shown: the first 8 and the least certain; aligned by " in " ".join(r.stdout.split())
+    merged = read_perfetto(tmp_path / "run.pftrace")
+    assert len(merged.slices) == 60 and [a["rank"] for a in merged.metadata["merge"]["alignment"]] == list(range(20))

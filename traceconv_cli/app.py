@@ -9,6 +9,7 @@ SIGHUP; 141 when the reader of standard output went away), temporary files remov
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import importlib.util
@@ -132,6 +133,20 @@ def to_stream(output: Path | str) -> bool:
 def print_warnings(warnings: list) -> None:
     for w in warnings:
         err.print(f"warning: {w.one_line(FLAGS)}", markup=False, soft_wrap=True)
+
+
+MERGE_FIRST, MERGE_WORST = 8, 8
+
+
+def merge_rows(alignments: list) -> list:
+    """The ranks merge's table shows, in rank order: every one of a small run; of a larger run (a
+    fleet's thousand ranks), the first ``MERGE_FIRST`` and the ``MERGE_WORST`` others least
+    certain (no bound first, then the widest), where a misaligned rank would be."""
+    if len(alignments) <= MERGE_FIRST + MERGE_WORST:
+        return list(alignments)
+    ranked = sorted(alignments, key=lambda a: a.rank)
+    rest = sorted(ranked[MERGE_FIRST:], key=lambda a: (a.uncertainty_ns is not None, -(a.uncertainty_ns or 0)))
+    return sorted(ranked[:MERGE_FIRST] + rest[:MERGE_WORST], key=lambda a: a.rank)
 
 
 def common_folder(paths: list[str]) -> tuple[str, list[str]]:
@@ -303,10 +318,22 @@ def merge(
         # (a file's name in full: its tail is what tells two ranks apart)
         t.add_column(col, justify="right" if col in ("rank", "matched", "offset", "±") else "left",
                      overflow="fold")
-    for a in result.alignments:
+    shown = merge_rows(result.alignments)
+    if len(shown) < len(result.alignments):
+        methods = collections.Counter(a.method for a in result.alignments)
+        t.caption = Text(f"{len(result.alignments):,} ranks, {len(shown)} shown: the first {MERGE_FIRST} and the "
+                         f"least certain; aligned by " + ", ".join(f"{m} {n:,}" for m, n in methods.most_common()))
+    order = {a.rank: i for i, a in enumerate(sorted(result.alignments, key=lambda a: a.rank))}
+    before = -1
+    for a in shown:
+        if order[a.rank] != before + 1:                 # ranks left out here
+            t.add_row("…", "", "", "", "", "")
+        before = order[a.rank]
         t.add_row(str(a.rank), Text("\n".join(files[a.rank])), Text(f"{a.method}: {a.detail}"),
                   "-" if a.matched is None else str(a.matched), f"{a.offset_ns / 1e6:+.3f} ms",
                   "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
+    if before != len(order) - 1:
+        t.add_row("…", "", "", "", "", "")
     (err if to_stream(output) else out).print(t)
     print_warnings(result.warnings)
     print_tab_note(result.output, result.output_format)
