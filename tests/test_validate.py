@@ -72,6 +72,10 @@ X = {"ph": "X", "pid": 1, "tid": 1, "cat": "c"}
      "pid 1099511627776: 'x' (X) at +0.000 ms on pid 1099511627776 tid 1"),
     ([{**X, "name": "x", "ts": 0, "dur": 1}, {"ph": "?", "pid": 1, "tid": 1, "ts": 1, "name": "odd"}],
      "events a viewer cannot show", "unknown phase: 'odd' (?) at +0.001 ms on pid 1 tid 1 'main'"),
+    # (an event whose args is not an object: the raw events used to fail to decode as a whole, and
+    # every finding lost its examples)
+    ([{"ph": "B", "pid": 1, "tid": 1, "name": "open", "ts": 0, "args": [1, 2]}, {**X, "name": "x", "ts": 1, "dur": 1}],
+     "unmatched B/E", "a begin without an end: 'open' (B) at +0.000 ms on pid 1 tid 1 'main'"),
 ])
 def test_each_problem_is_found_and_names_its_events(tmp_path, events, check, example):
     report = v.validate(trace(tmp_path, events))

@@ -388,7 +388,7 @@ class ArgsColumn:
         """About how many values (the leaves of the rows' objects and arrays: what a viewer lists
         as args) the column holds: a row's leaves are its commas plus one, less its empty arrays
         and objects (Kineto's ``"Input Dims": [[64, 8], []]``), counted in the text ``COUNT_CHUNK``
-        bytes at a time (a comma or ``[]`` inside a string counts too; ``[ ]`` does not).  0.1 s for
+        bytes at a time (a comma or ``[]`` inside a string counts too; ``[ ]`` does not).  0.3 s for
         the 115 MB of a million Kineto events, 7.52M against the 7.48M args rows trace_processor
         makes of them."""
         import numpy as np
