@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from traceconv import validate as v
+from traceconv import viewers
 
 FIX = Path(__file__).parent / "fixtures"
 CLEAN = [Path(__file__).parent.parent / "examples" / "mlagents_timers.json",
@@ -95,9 +96,9 @@ def test_viewer_limits(tmp_path, monkeypatch):
     events = [{**X, "name": f"s{i}", "ts": i * 10, "dur": 5} for i in range(50)]
     path = trace(tmp_path, events)
     assert not v.validate(path).problems
-    monkeypatch.setattr(v, "CHROME_MAX_EVENTS", 40)
-    monkeypatch.setattr(v, "CHROME_MAX_BYTES", 1000)
-    monkeypatch.setattr(v, "PERFETTO_TAB_BYTES", 100)
+    monkeypatch.setattr(viewers, "CHROME_MAX_EVENTS", 40)
+    monkeypatch.setattr(viewers, "CHROME_MAX_BYTES", 1000)
+    monkeypatch.setattr(viewers, "PERFETTO_TAB_BYTES", 100)
     problems = {f.check: f for f in v.validate(path).problems}
     assert set(problems) == {"chrome://tracing limit", "chrome://tracing size", "Perfetto UI memory"}
     assert "open it through `trace_processor --httpd`" in problems["Perfetto UI memory"].message
@@ -129,7 +130,7 @@ def test_args_values_are_counted_as_trace_processor_makes_args_rows(tmp_path):
     assert rows["n"] > 1_000 and abs(est - rows["n"]) <= 0.05 * rows["n"], (est, rows["n"])
     f = next(f for f in v.validate(src).findings if f.check == "Perfetto UI memory")
     assert f.severity == v.INFO and f"~{est:,} args values" in f.message
-    need = t.event_count() * v.PERFETTO_BYTES_PER_EVENT + est * v.PERFETTO_BYTES_PER_ARG
+    need = t.event_count() * viewers.PERFETTO_BYTES_PER_EVENT + est * viewers.PERFETTO_BYTES_PER_ARG
     assert f"about {need / 2**20:,.0f} MB once loaded" in f.message
 
 

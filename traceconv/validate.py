@@ -43,25 +43,13 @@ import numpy as np
 import orjson
 
 from .api import PathLike, load
+from . import viewers
 from .errors import WarningCode, clip
-from .io import Source, is_url, open_source, stream_fd
+from .io import Source, open_source
 from .model.layout import nest
 from .model import Trace
 from .readers.chrome.stream import repair_utf8
 
-CHROME_MAX_BYTES = 256 * 2**20
-CHROME_MAX_EVENTS = 1_000_000
-PERFETTO_TAB_BYTES = 2 * 2**30
-# What trace_processor holds per event and per args value once a trace is loaded: its resident set
-# (v58.2's native build, less its 22 MB at rest) fitted on traceconv's .pftrace of three traces --
-# 1M slices without args 162 MB; 500k slices with 8 args each 278 MB; the bench's 1M Kineto events
-# with 7.48M args rows 469 MB (each within 6 % of the fit).  Args are most of a Kineto trace's.
-PERFETTO_BYTES_PER_EVENT = 160
-PERFETTO_BYTES_PER_ARG = 45
-LARGE_TRACES = "https://perfetto.dev/docs/visualization/large-traces"
-# trace_processor's resident set over the size of traceconv's .pftrace of those traces: 5.0-6.0
-# (and 5.0 for the bench's merge of 8 ranks of 250k events: 157 MB, 779 MB once loaded)
-PFTRACE_LOADED_RATIO = 6
 ABSURD_NS = 7 * 24 * 3600 * 10**9
 TIME_BASE_GAP_NS = 30 * 24 * 3600 * 10**9
 
@@ -411,17 +399,17 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
                                 f"timestamps form two groups {tb[2] / 86400e9:.0f} days apart ({tb[0]} and "
                                 f"{tb[1]} events): relative and absolute times in one timeline?", examples))
     events = trace.event_count()
-    if events > CHROME_MAX_EVENTS:
+    if events > viewers.CHROME_MAX_EVENTS:
         findings.append(Finding("chrome://tracing limit", PROBLEM, events,
                                 f"{events:,} events: chrome://tracing fails beyond about 1M events "
                                 "(use the .pftrace output in ui.perfetto.dev)"))
     values = trace.slices.args.values_estimate() + trace.instants.args.values_estimate()
-    need = events * PERFETTO_BYTES_PER_EVENT + values * PERFETTO_BYTES_PER_ARG
-    sev = PROBLEM if need > PERFETTO_TAB_BYTES else INFO
+    need = events * viewers.PERFETTO_BYTES_PER_EVENT + values * viewers.PERFETTO_BYTES_PER_ARG
+    sev = PROBLEM if need > viewers.PERFETTO_TAB_BYTES else INFO
     findings.append(Finding("Perfetto UI memory", sev, events,
                             f"about {need / 2**20:,.0f} MB once loaded ({events:,} events, ~{values:,} args "
                             f"values) of the ~2 GB a browser tab can use"
-                            + (f"; open it through `trace_processor --httpd` ({LARGE_TRACES})"
+                            + (f"; open it through `trace_processor --httpd` ({viewers.LARGE_TRACES})"
                                if sev == PROBLEM else "")))
     if path is not None and source is not None:
         size = _content_size(source)
@@ -432,28 +420,10 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
                                         "events that come earlier than the one before them on their thread "
                                         "(Perfetto and chrome://tracing sort them; a streaming reader would not)"))
         if source.head.lstrip()[:1] in (b"{", b"[") and fmt != "sample-factory":   # SF log lines start with [
-            sev = PROBLEM if size > CHROME_MAX_BYTES else INFO
+            sev = PROBLEM if size > viewers.CHROME_MAX_BYTES else INFO
             findings.append(Finding("chrome://tracing size", sev, size,
                                     f"{size / 2**20:,.1f} MB of JSON (chrome://tracing's limit is about 256 MB)"))
     return findings
-
-
-def too_big_for_a_tab(path: PathLike) -> str | None:
-    """For a local Perfetto trace written by traceconv whose loaded size would pass what a browser
-    tab can typically use, a line that says so and what to do instead (Perfetto's own advice);
-    None for a smaller file, a URL, standard output or a file that is not there."""
-    if is_url(path) or stream_fd(path) is not None:
-        return None
-    try:
-        size = os.stat(path).st_size
-    except (OSError, ValueError):
-        return None
-    need = size * PFTRACE_LOADED_RATIO
-    if need <= PERFETTO_TAB_BYTES:
-        return None
-    return (f"{path} takes about {need / 2**30:,.1f} GB once loaded ({size / 2**20:,.0f} MB of trace), past the "
-            f"~2 GB a browser tab can typically use: if ui.perfetto.dev runs out of memory, run "
-            f"`trace_processor --httpd {path}` and open ui.perfetto.dev again ({LARGE_TRACES})")
 
 
 def validate(path: PathLike, format: str | None = None) -> Report:

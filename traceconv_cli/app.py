@@ -29,7 +29,7 @@ from rich.text import Text
 
 import traceconv                                    # light: its API is imported when first used
 from traceconv import formats as registry
-from traceconv import progress, serve
+from traceconv import progress, serve, viewers
 from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, clip, hold_signal, spell
 from traceconv.io import output_label, refuse_binary_terminal, stream_fd
 
@@ -168,7 +168,7 @@ def common_folder(paths: list[str]) -> tuple[str, list[str]]:
 def print_tab_note(path: Any, output_format: str) -> None:
     """A note when a Perfetto trace just written or about to be served is too big for a browser tab."""
     if output_format == "perfetto":
-        note = check.too_big_for_a_tab(path)
+        note = viewers.too_big_for_a_tab(path)
         if note:
             err.print(f"note: {note}", markup=False, soft_wrap=True)
 
