@@ -23,7 +23,6 @@ from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -179,6 +178,7 @@ def progress_bar(quiet: bool, what: str):
     if quiet or not err.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     with Progress(TextColumn(what, style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.description}", markup=False), TimeElapsedColumn(), console=err,
                   transient=True) as p:
@@ -195,6 +195,8 @@ def stage_progress(quiet: bool):
     if quiet or not err.is_terminal:
         yield
         return
+    # (rich.progress on a terminal only: ~20 ms of every other command's start)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     with Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True) as p:
         task = p.add_task("starting", total=None)
