@@ -144,6 +144,9 @@ def _time_bases(ts: np.ndarray) -> tuple[int, int, int] | None:
     return None
 
 
+_NO_ARGS = msgspec.Raw(b"")
+
+
 class _Timed(msgspec.Struct, gc=False):
     ph: str = ""
     ts: float | int | str | None = None
@@ -155,13 +158,11 @@ class _Timed(msgspec.Struct, gc=False):
     # (kept as text, read for metadata events only: a dict of values per event took most of the
     # memory, 1.3 GB for the bench's 1M Kineto events; any value, where an args that was not an
     # object failed the whole file's decoding and lost its examples)
-    args: msgspec.Raw = msgspec.Raw(b"")     # (_NO_ARGS)
+    args: msgspec.Raw = _NO_ARGS
 
 
 _EVENTS = msgspec.json.Decoder(list[_Timed])
-_NO_ARGS = msgspec.Raw(b"")
-_ARGS = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_DOC = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_DOC = msgspec.json.Decoder(dict[str, msgspec.Raw])     # (a document's top level, a metadata event's args)
 
 
 def _decode_events(data: bytes) -> list[_Timed] | None:
@@ -207,7 +208,7 @@ class _Scan:
         for e in events:
             if e.ph == "M" and e.args:
                 try:
-                    nm = _ARGS.decode(e.args).get("name")
+                    nm = _DOC.decode(e.args).get("name")
                     label = msgspec.json.decode(nm) if nm is not None else None
                 except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                     label = None
