@@ -444,8 +444,14 @@ def test_the_merge_table_of_a_big_run_shows_the_first_ranks_and_the_least_certai
     from traceconv_cli.app import merge_rows
     from traceconv.merging.align import Alignment
     al = [Alignment(r, "collectives", 0, None if r == 40 else r * 1000, "") for r in range(50)]
-    assert [a.rank for a in merge_rows(al)] == [*range(8), 40, *range(43, 50)]
-    assert merge_rows(al[:16]) == al[:16]
+    assert [a and a.rank for a in merge_rows(al)] == [*range(8), None, 40, None, *range(43, 50)]
+    assert [a and a.rank for a in merge_rows(al[:30])] == [*range(8), None, *range(22, 30)]
+    assert [a and a.rank for a in merge_rows(al[:40])] == [*range(8), None, *range(32, 40)]
+    assert merge_rows(al[:16][::-1]) == al[:16]
+    al[9] = Alignment(9, "collectives", 0, 10**9, "")                 # the widest: shown, gaps around it
+    assert [a and a.rank for a in merge_rows(al[:20])] == [*range(8), None, 9, None, *range(13, 20)]
+    narrowing = [Alignment(r, "collectives", 0, (50 - r) * 1000, "") for r in range(20)]
+    assert [a and a.rank for a in merge_rows(narrowing)] == [*range(16), None]      # the rest: one gap at the end
     for r in range(20):
         events = [{"ph": "X", "name": f"step{r}", "ts": 1_700_000_000_000_000 + i, "dur": 1, "pid": 1, "tid": 1}
                   for i in range(3)]

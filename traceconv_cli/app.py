@@ -138,14 +138,22 @@ MERGE_FIRST, MERGE_WORST = 8, 8
 
 
 def merge_rows(alignments: list) -> list:
-    """The ranks merge's table shows, in rank order: every one of a small run; of a larger run (a
+    """The rows of merge's table, in rank order: every rank of a small run; of a larger run (a
     fleet's thousand ranks), the first ``MERGE_FIRST`` and the ``MERGE_WORST`` others least
-    certain (no bound first, then the widest), where a misaligned rank would be."""
-    if len(alignments) <= MERGE_FIRST + MERGE_WORST:
-        return list(alignments)
+    certain (no bound first, then the widest), where a misaligned rank would be, with None where
+    ranks are left out."""
     ranked = sorted(alignments, key=lambda a: a.rank)
-    rest = sorted(ranked[MERGE_FIRST:], key=lambda a: (a.uncertainty_ns is not None, -(a.uncertainty_ns or 0)))
-    return sorted(ranked[:MERGE_FIRST] + rest[:MERGE_WORST], key=lambda a: a.rank)
+    if len(ranked) <= MERGE_FIRST + MERGE_WORST:
+        return ranked
+    worst = sorted(range(MERGE_FIRST, len(ranked)),
+                   key=lambda i: (ranked[i].uncertainty_ns is not None, -(ranked[i].uncertainty_ns or 0)))
+    keep = sorted([*range(MERGE_FIRST), *worst[:MERGE_WORST]])
+    rows: list = []
+    for before, i in zip([-1, *keep], keep):
+        if i != before + 1:
+            rows.append(None)
+        rows.append(ranked[i])
+    return rows + ([None] if keep[-1] != len(ranked) - 1 else [])
 
 
 def common_folder(paths: list[str]) -> tuple[str, list[str]]:
@@ -314,28 +322,25 @@ def merge(
     for name, (_, r, how) in zip(names, result.files):
         files[r].append(f"{name} ({spell(how, FLAGS)})")
     t = Table(title=Text(f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices"
-                         + (f" from {len(names)} files in {folder}" if folder else "")),
+                         + (f" from {len(names)} file{'s' if len(names) > 1 else ''} in {folder}" if folder else "")),
               title_justify="left")
     for col in ("rank", "file (rank from)", "alignment", "matched", "offset", "±"):
         # (a file's name in full: its tail is what tells two ranks apart)
         t.add_column(col, justify="right" if col in ("rank", "matched", "offset", "±") else "left",
                      overflow="fold")
-    shown = merge_rows(result.alignments)
-    if len(shown) < len(result.alignments):
+    rows = merge_rows(result.alignments)
+    shown = sum(a is not None for a in rows)
+    if shown < len(result.alignments):
         methods = collections.Counter(a.method for a in result.alignments)
-        t.caption = Text(f"{len(result.alignments):,} ranks, {len(shown)} shown: the first {MERGE_FIRST} and the "
+        t.caption = Text(f"{len(result.alignments):,} ranks, {shown} shown: the first {MERGE_FIRST} and the "
                          f"least certain; aligned by " + ", ".join(f"{m} {n:,}" for m, n in methods.most_common()))
-    order = {a.rank: i for i, a in enumerate(sorted(result.alignments, key=lambda a: a.rank))}
-    before = -1
-    for a in shown:
-        if order[a.rank] != before + 1:                 # ranks left out here
+    for a in rows:
+        if a is None:                                   # ranks left out here
             t.add_row("…", "", "", "", "", "")
-        before = order[a.rank]
+            continue
         t.add_row(str(a.rank), Text("\n".join(files[a.rank])), Text(f"{a.method}: {a.detail}"),
                   "-" if a.matched is None else str(a.matched), f"{a.offset_ns / 1e6:+.3f} ms",
                   "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
-    if before != len(order) - 1:
-        t.add_row("…", "", "", "", "", "")
     (err if to_stream(output) else out).print(t)
     print_warnings(result.warnings)
     print_tab_note(result.output, result.output_format)
