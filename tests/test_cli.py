@@ -466,3 +466,47 @@ def test_the_merge_table_of_a_big_run_shows_the_first_ranks_and_the_least_certai
     assert "20 ranks, 16 shown: the first 8 and the least certain; aligned by " in " ".join(r.stdout.split())
     merged = read_perfetto(tmp_path / "run.pftrace")
     assert len(merged.slices) == 60 and [a["rank"] for a in merged.metadata["merge"]["alignment"]] == list(range(20))
+
+
+def test_summary_tables_are_whole_lines_when_piped_and_keep_names_readable_at_80_columns(tmp_path):
+    """Written to a file or a pipe (COLUMNS unset), rich drew every table 80 columns wide: a CUDA
+    kernel's name folded over six lines and `grep` found a sixth of its row.  Such output is now at
+    the table's natural width.  On an 80-column terminal a two-rank summary left names 11
+    characters; it now leaves out avg (total / count) and says so, names 22 wide."""
+    kernel = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_execute_kernel"
+    for r in range(2):
+        events = [{"ph": "X", "name": n, "ts": 100 * i, "dur": 40 + 10 * r + i, "pid": r, "tid": 1}
+                  for i, n in enumerate([kernel, "aten::mm", kernel, "Runtime Triggered Module Loading"])]
+        (tmp_path / f"rank{r}.json").write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": r}}))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+
+    def summary(columns: str | None) -> list[str]:
+        r = subprocess.run([sys.executable, "-m", "traceconv", "summary", tmp_path], capture_output=True, text=True,
+                           timeout=120, env=env if columns is None else {**env, "COLUMNS": columns})
+        assert r.returncode == 0, r.stderr
+        return r.stdout.splitlines()
+
+    piped = summary(None)
+    header = next(line for line in piped if "count" in line)
+    assert [c.strip() for c in header.strip("┃").split("┃")] == ["name", "count", "total", "self", "avg", "self %",
+                                                                 "slowest rank"]
+    row = next(line for line in piped if kernel in line)          # the name whole, on its row's line
+    # (40 + 42 µs on rank 0, 50 + 52 on rank 1, of 372 µs in all)
+    assert [c.strip() for c in row.strip("│").split("│")][:6] == [kernel, "4", "184.0 µs", "184.0 µs", "46.0 µs",
+                                                                  "49.5"]
+    assert "ranks, slowest first (2 ranks; busy: self time over all rows)" in piped   # one line
+    assert max(map(len, piped)) > 120
+
+    narrow = summary("80")
+    assert max(map(len, narrow)) <= 80
+    header = next(line for line in narrow if "count" in line)
+    assert "avg" not in header and "self %" in header
+    assert any("avg: left out at this width" in line for line in narrow)
+    first = narrow[:next(i for i, line in enumerate(narrow) if line.startswith("└"))]
+    names = [line.split("│")[1].strip() for line in first if line.startswith("│")]
+    assert len(names[0]) >= 20, names                                 # (11 with avg)
+    assert "".join(names[:5]) == kernel and names[-1] == "aten::mm"   # folded, never cut
+
+    wide = summary("200")
+    assert "avg" in next(line for line in wide if "count" in line)
+    assert not any("left out at this width" in line for line in wide)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -99,6 +99,30 @@ def command(name: Optional[str] = None, **kw: Any) -> Callable[[Callable[..., An
 
 
 TABLE_KEY_CHARS = 500    # of a name in summary's table (--format csv or json gives it whole)
+# A table written to a file or a pipe (COLUMNS unset) is drawn this wide at most: at its natural
+# width, one line a row that grep finds whole, where rich would fold it to 80 columns.
+UNFOLDED = 4000
+NAME_MIN = 24            # characters of summary's name column on a terminal, before it drops "avg"
+
+
+def unfolded(console: Console) -> bool:
+    """Whether ``console`` writes to a file or a pipe with no width asked for (COLUMNS unset)."""
+    return not console.is_terminal and not os.environ.get("COLUMNS")
+
+
+def name_room(columns: list[str], rows: list[dict], width: int) -> int:
+    """The characters a table's first column has left at ``width`` once ``columns`` (headers and
+    cells at their natural widths, each with rich's box line and padding) have theirs."""
+    used = 1 + 3 + sum(3 + max([len(c)] + [len(str(r[c])) for r in rows]) for c in columns)
+    return width - used
+
+
+def show(table: Any, console: Optional[Console] = None) -> None:
+    """Print a table: on a terminal (or at COLUMNS) folded to its width, else at its natural width."""
+    console = console or out
+    if unfolded(console):
+        console = Console(file=console.file, width=UNFOLDED, highlight=False)
+    console.print(table)
 
 ENGINE_HELP = ("Where the per-file work runs: local (this machine's process pool, the default) or dask "
                "(a Dask LocalCluster here, or the cluster of --scheduler; pip install 'traceconv\\[dask]').")
@@ -341,7 +365,7 @@ def merge(
         t.add_row(str(a.rank), Text("\n".join(files[a.rank])), Text(f"{a.method}: {a.detail}"),
                   "-" if a.matched is None else str(a.matched), f"{a.offset_ns / 1e6:+.3f} ms",
                   "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
-    (err if to_stream(output) else out).print(t)
+    show(t, err if to_stream(output) else out)
     print_warnings(result.warnings)
     print_tab_note(result.output, result.output_format)
 
@@ -402,33 +426,38 @@ def summary(
             err.print(f"not counted: {note}", markup=False, soft_wrap=True)
         return
     multi = len(result.ranks) > 1
-    synthesized = result.synthesized
-    t = Table(title=Text(f"{', '.join(str(p) for p in inputs)} — by {by}")
-                    + (" (synthesized timeline: file totals)" if synthesized else ""),
-              caption=("total: the time the group's slices cover, counted once" if result.total_is_union
-                       else None))
-    t.add_column(by, overflow="fold", max_width=60)
-    for col in ("count", "total", "self", "avg", "self %"):
-        t.add_column(col, justify="right")
     footprint = result.footprint
-    if footprint:
-        t.add_column("FLOPS", justify="right")
-        t.add_column("bandwidth", justify="right")
     stragglers = multi and by != "rank"          # (a row of one rank has no slowest rank)
-    if stragglers:
-        t.add_column("slowest rank", justify="right")
+    rows = []
     for r in result.rows:
-        cells = [Text(clip(r.key, TABLE_KEY_CHARS)), f"{r.count:,}", summ.fmt_ns(r.total_ns), summ.fmt_ns(r.self_ns),
-                 summ.fmt_ns(r.avg_ns), f"{100 * r.share:.1f}"]
+        cells = {by: Text(clip(r.key, TABLE_KEY_CHARS)), "count": f"{r.count:,}", "total": summ.fmt_ns(r.total_ns),
+                 "self": summ.fmt_ns(r.self_ns), "avg": summ.fmt_ns(r.avg_ns), "self %": f"{100 * r.share:.1f}"}
         if footprint:
-            cells += [summ.fmt_rate(r.flops, "FLOPS", 1000), summ.fmt_rate(r.bandwidth, "iB/s", 1024)]
+            cells["FLOPS"] = summ.fmt_rate(r.flops, "FLOPS", 1000)
+            cells["bandwidth"] = summ.fmt_rate(r.bandwidth, "iB/s", 1024)
         if stragglers:
             st = r.straggler()
-            cells.append(f"{st[0]} (x{st[1]:.2f})" if st else "")
-        t.add_row(*cells)
-    out.print(t)
+            cells["slowest rank"] = f"{st[0]} (x{st[1]:.2f})" if st else ""
+        rows.append(cells)
+    columns = [by, "count", "total", "self", "avg", "self %"] + (["FLOPS", "bandwidth"] if footprint else []) \
+        + (["slowest rank"] if stragglers else [])
+    wide = unfolded(out)
+    caption = "total: the time the group's slices cover, counted once" if result.total_is_union else None
+    if not wide and name_room(columns[1:], rows, out.width) < NAME_MIN:
+        columns.remove("avg")                    # (total / count; on an 80-column terminal it left names 11 wide)
+        caption = "; ".join(filter(None, [caption, "avg: left out at this width (--format csv has it)"]))
+    t = Table(title=Text(f"{', '.join(str(p) for p in inputs)} — by {by}")
+                    + (" (synthesized timeline: file totals)" if result.synthesized else ""),
+              caption=caption)
+    # (to a file or a pipe, a name is one line: grep finds its row whole)
+    t.add_column(by, overflow="fold", max_width=None if wide else 60)
+    for col in columns[1:]:
+        t.add_column(col, justify="right")
+    for cells in rows:
+        t.add_row(*(cells[c] for c in columns))
+    show(t)
     if multi:
-        out.print(skew_table(result))
+        show(skew_table(result))
     if note:
         out.print(f"not counted: {note}", markup=False, soft_wrap=True)
 
@@ -436,20 +465,21 @@ def summary(
 SKEW_ROWS = 8
 
 
-def skew_table(result: "summ.Summary") -> Table:
+def skew_table(result: "summ.Summary") -> Group:
     """The straggler view: each rank's busy time (its self time over all rows) against the median
     rank's, the slowest first (the first few, and the fastest)."""
     skew = result.skew()
     shown = skew if len(skew) <= SKEW_ROWS + 1 else skew[:SKEW_ROWS] + skew[-1:]
-    t = Table(title=f"ranks, slowest first ({len(skew)} ranks; busy: self time over all rows)",
-              title_justify="left")
+    t = Table()
     for col in ("rank", "busy", "vs median"):
         t.add_column(col, justify="right")
     for i, (r, ns, ratio) in enumerate(shown):
         if len(shown) < len(skew) and i == len(shown) - 1:
             t.add_row("...", "", "")
         t.add_row(str(r), summ.fmt_ns(ns), f"{100 * (ratio - 1):+.1f}%")
-    return t
+    # (a line above the table, not its title, which would wrap to the table's 31 columns)
+    return Group(Text(f"ranks, slowest first ({len(skew):,} ranks; busy: self time over all rows)",
+                      style="table.title"), t)
 
 
 @command("validate")
@@ -484,7 +514,7 @@ def validate_(
             label = {check.PROBLEM: "[red]problem[/red]", check.NOTE: "[yellow]note[/yellow]"}.get(f.severity, "info")
             detail = Text(f.message + "".join(f"\n  e.g. {x}" for x in f.examples))
             t.add_row(f.check, label, f"{f.count:,}", detail)
-        out.print(t)
+        show(t)
     raise typer.Exit(code=EXIT_PROBLEMS if report.problems else 0)
 
 
@@ -529,7 +559,7 @@ def list_formats() -> None:
     for f in registry.FORMATS:
         t.add_row(f.name, "yes" if f.reader else "", ("merge" if f.archive else "yes") if f.writer else "",
                   " ".join(f.extensions), Text(f.title + (" [synthesized timeline]" if f.aggregate else "")))
-    out.print(t)
+    show(t)
 
 
 def _install_signal_handlers() -> None:
