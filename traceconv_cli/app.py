@@ -17,7 +17,6 @@ import os
 import signal
 import sys
 import traceback
-import webbrowser
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -541,6 +540,7 @@ def open_(
                           markup=False, soft_wrap=True)
                 out.print(url, markup=False, soft_wrap=True)
                 if not no_browser:
+                    import webbrowser                # (~10 ms, which every other command would pay)
                     webbrowser.open_new_tab(url)
             serve.serve_once(ready, port=port, origin=origin, on_ready=announce)
     except traceconv.TraceconvError as e:
