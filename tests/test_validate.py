@@ -209,3 +209,71 @@ def test_sample_factory_nan_fps_is_a_note(name):
 def test_sample_factory_cli_exits_0():
     r = cli(FIX / "sample_factory" / "generated_sf211_cartpole_serial_sf_log.txt")
     assert r.returncode == 0 and "note" in r.stdout and "e.g. line 52:" in r.stdout
+
+
+# --- the column pass against the whole-document decoding it replaced --------------------------
+
+from hypothesis import HealthCheck, given, settings, strategies as st   # noqa: E402
+
+from traceconv.io import open_source                                      # noqa: E402
+
+_PHASES = st.sampled_from(["X", "B", "E", "i", "M", "C", "s", "t", "f", "Z", "XX", None])
+_TIMES = st.one_of(st.integers(0, 10**9), st.integers(0, 10**12).map(lambda n: n / 1000),
+                   st.integers(0, 10**9).map(lambda n: n / 10**5),                 # more decimals: decoded
+                   st.integers(0, 10**6).map(str), st.none(), st.just("nan"))
+_IDS = st.one_of(st.integers(0, 4), st.integers(-2, 2**33), st.sampled_from(["7", "x"]), st.none())
+
+
+@st.composite
+def _documents(draw):
+    events = []
+    for _ in range(draw(st.integers(0, 40))):
+        e = {"name": draw(st.sampled_from(["a", "b", 'q"uote', "thread_name", "process_name"])),
+             "cat": draw(st.sampled_from(["c", "d"]))}
+        for key, values in (("ph", _PHASES), ("ts", _TIMES), ("pid", _IDS), ("tid", _IDS)):
+            if draw(st.booleans()) or key == "ph":
+                e[key] = draw(values)
+        if e.get("ph") in ("s", "t", "f"):
+            e["id"] = draw(st.integers(0, 3))
+        if e.get("ph") == "M":
+            e["args"] = {"name": draw(st.sampled_from(["main", "worker"]))}
+        elif draw(st.booleans()):
+            e["args"] = {"k": draw(st.sampled_from([1, "v", [1, 2], {"x": 1.5e300}]))}
+        events.append({k: v for k, v in e.items() if v is not None or draw(st.booleans())})
+    return events
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=_documents(), block=st.sampled_from([7, 61, 1 << 20]), bare=st.booleans())
+def test_the_column_pass_counts_and_picks_as_the_whole_document_decoding(tmp_path, events, block, bare):
+    """validate decoded every event of the file into an object (790 MB for the bench's 279 MB
+    trace) to count the events out of order and to find its examples; it now reads the scanner's
+    columns a block at a time and decodes only the events of the plain shape the examples need
+    and those of another shape.  Same count, first time and examples as the decoding of every
+    event (what the column pass cannot read, it leaves to that decoding: None)."""
+    p = tmp_path / "doc.json"
+    p.write_bytes(orjson.dumps(events if bare else {"traceEvents": events}))
+    raw = v._decode_events(p.read_bytes())
+    got = v._scan_columns(open_source(p), set(v._Scan.CODES), block=block)
+    if got is None:
+        return
+    assert raw is not None
+    assert got.late == v.out_of_order(raw)
+    times = [t for e in raw if e.ph != "M" and (t := v._num(e.ts)) is not None]
+    assert got.t0 == (min(times) if times else None)
+    assert v._Scan(got.picked, got.t0 or 0.0).examples == v._Scan(raw).examples
+
+
+def test_the_column_pass_reads_plain_events_as_columns():
+    """A real Kineto trace goes through the column pass, not the whole-document decoding (which
+    the property test above would also accept), and it picks only what the examples need."""
+    path = FIX / "kineto" / "hta_critical_path_simple_add_trace.json.gz"   # flows and pids to show
+    raw = v._decode_events(open_source(path).read_bytes())
+    everything = v._scan_columns(open_source(path), set(v._Scan.CODES))
+    nothing = v._scan_columns(open_source(path), set())
+    assert everything is not None and nothing is not None
+    assert everything.late == nothing.late == v.out_of_order(raw) == 11
+    assert nothing.picked == [] and 0 < len(everything.picked) < len(raw) // 2
+    examples = v._Scan(raw).examples
+    assert v._Scan(everything.picked, everything.t0).examples == examples
+    assert {c.name for c in examples} >= {"UNRESOLVED_FLOW", "REMAPPED_ID"}
