@@ -7,8 +7,8 @@ every target of issue 13 (the native core).
 Traces are made once by benchmarks/generate.py (seeded) in benchmarks/data/ (not in git),
 each with a gzip -6 copy (big_{size}.pt.trace.json.gz).  Every measurement runs in a fresh
 child process, which reports its own time and peak RSS (VmHWM).  With --repeat N the runs
-alternate (json.loads, convert, json.loads of the .gz, convert of the .gz, then again) and
-the medians are reported; the naive converter runs once per size.
+alternate (json.loads, convert, json.loads of the .gz, convert of the .gz, warm, summary,
+validate, then again) and the medians are reported; the naive converter runs once per size.
 
 Per size it prints: json.loads (garbage collector off) time; traceconv convert time / json.loads,
 time / naive, peak RSS / input size, .pftrace / input size, gzip -6 of the .pftrace / gzip of
@@ -16,7 +16,8 @@ the JSON; where the .pftrace's bytes go (args and their framing, the rest of the
 other) and its size floor, the least any encoding with one typed DebugAnnotation per arg could
 take (size_floor; past 10 MB of output estimated from a sample of the packets), which says
 how far the output is from it (the issue's target: within 1 point); the same convert from the .json.gz
-(baseline: gzip.decompress + json.loads, peak RSS against the uncompressed JSON's size); with
+(baseline: gzip.decompress + json.loads, peak RSS against the uncompressed JSON's size);
+`traceconv summary` (by name) and `validate` of the JSON, their time and peak RSS (no targets); with
 --verify, how many complete events lost their own duration (traceconv and naive); when
 Perfetto's trace_processor_shell is at ../shared/bin, how long it takes to open the .pftrace
 against the JSON it came from (wall and CPU time, alternated runs: the issue's loading target,
@@ -93,6 +94,12 @@ elif what == "naive":
 elif what == "merge":
     import traceconv
     traceconv.merge(args[1:], args[0])
+elif what == "summary":
+    from traceconv.hotspots import summarize_files
+    summarize_files([args[0]], by="name", top=20)
+elif what == "validate":
+    from traceconv.validate import validate
+    validate(args[0])
 dt = time.perf_counter() - t
 # CPU time of this process and of the worker processes it waited for (merge's pool)
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -504,7 +511,8 @@ def measure_size(size: str, n: int, a: argparse.Namespace) -> dict:
     tiny = DATA / "tiny_100.pt.trace.json"
     m = alternate({"jsonloads": ("jsonloads", src), "convert": ("convert", src, out),
                    "jsonloads_gz": ("jsonloads", srcgz), "convert_gz": ("convert", srcgz, out_from_gz),
-                   "warm": ("warm", src, DATA / f"out_{size}_warm.pftrace", tiny, DATA / "tiny_100.pftrace")},
+                   "warm": ("warm", src, DATA / f"out_{size}_warm.pftrace", tiny, DATA / "tiny_100.pftrace"),
+                   "summary": ("summary", src), "validate": ("validate", src)},
                   a.repeat)
     row = {"size": size, "events": n, "input_bytes": src.stat().st_size, "input_gz_bytes": srcgz.stat().st_size,
            **{f"{label}_{k}": v for label, fig in m.items() for k, v in fig.items()
@@ -540,6 +548,9 @@ def report(r: dict) -> None:
     print(f"  traceconv convert:        {r['convert_seconds']:.2f} s = {r['convert_seconds'] / r['jsonloads_seconds']:.2f} x "
           f"json.loads [target <= 0.35]; peak RSS {r['convert_maxrss'] / MB:.0f} MB = "
           f"{r['convert_maxrss'] / inp:.2f} x input [target <= 0.5]")
+    if "summary_seconds" in r:
+        print(f"  traceconv summary:        {r['summary_seconds']:.2f} s, {r['summary_maxrss'] / MB:.0f} MB peak; "
+              f"validate: {r['validate_seconds']:.2f} s, {r['validate_maxrss'] / MB:.0f} MB peak (no targets)")
     if "naive_seconds" in r:
         print(f"  naive converter (1 run):  {r['naive_seconds']:.2f} s, {r['naive_maxrss'] / MB:.0f} MB peak, "
               f"{r['naive_bytes'] / MB:.0f} MB out; traceconv takes {r['convert_seconds'] / r['naive_seconds']:.2f} x its time")

@@ -301,6 +301,7 @@ def _log_examples(text: str) -> list[str]:
 UNTIMED = ("M", "C", "s", "t", "f")           # phases out_of_order passes over
 _BYTES = {name: np.frombuffer(text.encode(), np.uint8) for name, text in
           (("untimed", "".join(UNTIMED)), ("flow", "stf"), ("begin_end", "BE"), ("known", "".join(sorted(KNOWN_PHASES))))}
+_PICKED_PHASES = ("M", "s", "t", "f", "B", "E")  # (what the examples may need, at most)
 _NO_ID = np.iinfo(np.int64).min                # a pid or tid the event does not give (None)
 
 
@@ -377,11 +378,11 @@ class _ColumnPass:
                     t = _num(e.ts)
                     if t is not None and e.ph != "M":
                         self.t0_us = t if self.t0_us is None else min(self.t0_us, t)
-                    if t is not None and e.ph not in UNTIMED and e.ts is not None:
+                    if t is not None and e.ph not in UNTIMED:
                         extra.append((r, self.key(e.pid, e.tid), t))
-                    if not (self.codes and (e.ph == "M" or e.ph in "stfBE" or e.ph not in KNOWN_PHASES or
+                    if not (self.codes and (e.ph in _PICKED_PHASES or e.ph not in KNOWN_PHASES or
                                             _out_of_range(e.pid) or _out_of_range(e.tid))):
-                        continue
+                        continue                          # (decoded for its time only)
                 self.picked.append(e)
             if extra:
                 rs = np.array([x[0] for x in extra], np.int64)
