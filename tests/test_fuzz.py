@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 import perfetto_oracle as tp
 import traceconv
-from traceconv import _core
+from traceconv import _core, validate
 from fuzz.merges import merge_options, merge_ranks
 from fuzz.mutate import mutated
 from fuzz import scanner
@@ -546,3 +546,23 @@ def test_a_long_phase_of_backslashes_is_quoted_short_and_its_table_prints_at_onc
     j = subprocess.run([sys.executable, "-m", "traceconv", "summary", str(path), "--format", "json"],
                        capture_output=True, text=True, timeout=60)
     assert "\\" * 30000 in {row["key"] for row in orjson.loads(j.stdout)["rows"]}
+
+
+def test_the_scanner_check_holds_validates_column_pass_to_decoding_every_event(monkeypatch):
+    """The harness's scanner target also runs validate's column pass and compares it with the
+    whole-document decoding: the same bytes pass, a pass that miscounts is a failure class."""
+    data = orjson.dumps({"traceEvents": [
+        {"ph": "X", "name": "a", "ts": 5, "dur": 1, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "b", "ts": 3, "dur": 1, "pid": 1, "tid": 1},          # out of order
+        {"ph": "E", "name": "c", "ts": 9, "pid": 1, "tid": 2}]})               # an end without a begin
+    assert scanner.column_pass(data, random.Random(0)) is None
+    assert scanner.check(data, random.Random(0)) is None
+    real = validate._scan_columns
+
+    def miscounted(*args, **kw):
+        got = real(*args, **kw)
+        got.late += 1
+        return got
+    monkeypatch.setattr(validate, "_scan_columns", miscounted)
+    broke = scanner.check(data, random.Random(0))
+    assert broke == ("validate column pass: differs from decoding every event", "2 events out of order against 1")

@@ -254,7 +254,7 @@ def test_the_column_pass_counts_and_picks_as_the_whole_document_decoding(tmp_pat
     p = tmp_path / "doc.json"
     p.write_bytes(orjson.dumps(events if bare else {"traceEvents": events}))
     raw = v._decode_events(p.read_bytes())
-    got = v._scan_columns(open_source(p), set(v._Scan.CODES), block=block)
+    got = v._scan_columns(open(p, "rb"), set(v._Scan.CODES), block=block)
     if got is None:
         return
     assert raw is not None
@@ -269,8 +269,8 @@ def test_the_column_pass_reads_plain_events_as_columns():
     the property test above would also accept), and it picks only what the examples need."""
     path = FIX / "kineto" / "hta_critical_path_simple_add_trace.json.gz"   # flows and pids to show
     raw = v._decode_events(open_source(path).read_bytes())
-    everything = v._scan_columns(open_source(path), set(v._Scan.CODES))
-    nothing = v._scan_columns(open_source(path), set())
+    everything = v._scan_columns(open_source(path).open(), set(v._Scan.CODES))
+    nothing = v._scan_columns(open_source(path).open(), set())
     assert everything is not None and nothing is not None
     assert everything.late == nothing.late == v.out_of_order(raw) == 11
     assert nothing.picked == [] and 0 < len(everything.picked) < len(raw) // 2

@@ -37,7 +37,7 @@ import re
 import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import numpy as np
@@ -417,14 +417,14 @@ def _out_of_range(v: object) -> bool:
     return isinstance(v, (int, float)) and not 0 <= v < 2**31
 
 
-def _scan_columns(source: Source, codes: set[WarningCode], block: int = 1 << 20) -> _Columns | None:
+def _scan_columns(f: BinaryIO, codes: set[WarningCode], block: int = 1 << 20) -> _Columns | None:
     """:func:`out_of_order`, the first time and the events behind the examples of ``codes``, in one
-    pass of the compiled scanner over the file a block at a time; None where it cannot read it (a
-    document of another shape, text that is not UTF-8 or not JSON, a truncated file): the caller
-    then decodes the whole document."""
+    pass of the compiled scanner over a document read from ``f`` a block at a time; None where it
+    cannot read it (a document of another shape, text that is not UTF-8 or not JSON, a truncated
+    file): the caller then decodes the whole document."""
     cols = _ColumnPass(codes)
     try:
-        with source.open() as f:
+        with f:
             buf, found = b"", None
             while found is None:
                 more = f.read(block)
@@ -492,7 +492,7 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
     late: int | None = None               # out_of_order's count
     if json_events:
         codes = {w.code for w in trace.diagnostics.warnings} & _Scan.CODES
-        cols = _scan_columns(source, codes)      # type: ignore[arg-type]
+        cols = _scan_columns(source.open(), codes)      # type: ignore[union-attr]
         if cols is not None:
             late = cols.late
             if codes:

@@ -5,17 +5,24 @@ producer thread feeds it, its rows to ``split`` (as the reader sorts them), and 
 ``value_end``/``skip_ws``/``deep_spans``: each call must return (a status for text that is not
 JSON) or raise ValueError for arguments out of range.  Any other exception -- above all pyo3's
 ``PanicException``, a Rust panic, which derives from BaseException -- is a failure.
+
+And to ``validate``'s column pass over the scanner (:func:`traceconv.validate._scan_columns`),
+held to the whole-document decoding it stands in for: the same count of events out of order,
+first time and examples, or None (it leaves the document to that decoding).
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import random
 import traceback
 
 import numpy as np
 
 from traceconv import _core
+from traceconv import validate
+from traceconv.readers.chrome.stream import repair_utf8
 
 S = _core.scan
 STATUSES = (S.MORE, S.END, S.FULL, S.BAD)
@@ -56,6 +63,30 @@ def feed(data: bytes, rng: random.Random) -> None:
             return
 
 
+EXACT_US = 2**40    # below it a time's double (µs) orders times 1 ns apart as their ns do
+
+
+def column_pass(data: bytes, rng: random.Random) -> str | None:
+    """What :func:`validate._scan_columns` got wrong on ``data``, if anything."""
+    got = validate._scan_columns(io.BytesIO(data), set(validate._Scan.CODES),
+                                 block=rng.choice([7, 64, 4096, 1 << 20]))
+    if got is None:
+        return None
+    raw = validate._decode_events(repair_utf8(data)[0])
+    if raw is None:
+        return "it read a document the whole-document decoding cannot"
+    times = [t for e in raw if e.ph != "M" and (t := validate._num(e.ts)) is not None]
+    if got.t0 != (min(times) if times else None):
+        return f"first time {got.t0} against {min(times) if times else None}"
+    # (past EXACT_US the decoding's doubles tie times the columns' ns tell apart: not compared)
+    if all(abs(t) < EXACT_US for t in times) and got.late != validate.out_of_order(raw):
+        return f"{got.late} events out of order against {validate.out_of_order(raw)}"
+    want = validate._Scan(raw).examples
+    if validate._Scan(got.picked, got.t0 or 0.0).examples != want:
+        return f"examples differ from {want}"
+    return None
+
+
 def check(data: bytes, rng: random.Random) -> tuple[str, str] | None:
     """(failure class, detail) if the binding broke its contract on ``data``, else None."""
     if data[:2] == b"\x1f\x8b":
@@ -75,4 +106,8 @@ def check(data: bytes, rng: random.Random) -> tuple[str, str] | None:
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         return f"scanner binding: {type(e).__name__}", traceback.format_exc()
-    return None
+    try:
+        wrong = column_pass(data, rng)
+    except Exception as e:  # noqa: BLE001 - any exception is a failure of the pass
+        return f"validate column pass: {type(e).__name__}", traceback.format_exc()
+    return ("validate column pass: differs from decoding every event", wrong) if wrong else None
