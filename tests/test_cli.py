@@ -510,3 +510,19 @@ def test_summary_tables_are_whole_lines_when_piped_and_keep_names_readable_at_80
     wide = summary("200")
     assert "avg" in next(line for line in wide if "count" in line)
     assert not any("left out at this width" in line for line in wide)
+
+
+def test_validate_table_piped_folds_its_sentences_at_160_columns_and_keeps_each_example_whole():
+    """A table of sentences drawn at its natural width was 300 columns of one line each; piped,
+    validate's, merge's and formats' tables fold at 160 columns, an example still on one line."""
+    fixture = Path(__file__).parent / "fixtures" / "kineto" / "hta_critical_path_simple_add_trace.json.gz"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    r = subprocess.run([sys.executable, "-m", "traceconv", "validate", fixture], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert 120 < max(map(len, lines)) <= 160
+    examples = [line.split("│")[4].strip() for line in lines if "e.g." in line]
+    assert "e.g. tid -1: 'Context Sync' (X) at +25234.755 ms on pid 0 tid -1 'Device 0'" in examples
+    assert "e.g. 'Stream Sync' at +25144.692 ms on 'stream 7 ' (0.080 ms)" in examples
+    assert len(examples) == 7

@@ -99,8 +99,10 @@ def command(name: Optional[str] = None, **kw: Any) -> Callable[[Callable[..., An
 
 TABLE_KEY_CHARS = 500    # of a name in summary's table (--format csv or json gives it whole)
 # A table written to a file or a pipe (COLUMNS unset) is drawn this wide at most: at its natural
-# width, one line a row that grep finds whole, where rich would fold it to 80 columns.
+# width, one line a row that grep finds whole, where rich would fold it to 80 columns.  A table
+# of sentences (validate's, merge's, formats') folds them at PROSE_WIDTH.
 UNFOLDED = 4000
+PROSE_WIDTH = 160
 NAME_MIN = 24            # characters of summary's name column on a terminal, before it drops "avg"
 
 
@@ -116,11 +118,12 @@ def name_room(columns: list[str], rows: list[dict], width: int) -> int:
     return width - used
 
 
-def show(table: Any, console: Optional[Console] = None) -> None:
-    """Print a table: on a terminal (or at COLUMNS) folded to its width, else at its natural width."""
+def show(table: Any, console: Optional[Console] = None, width: int = UNFOLDED) -> None:
+    """Print a table: on a terminal (or at COLUMNS) folded to its width, else at its natural width
+    up to ``width``."""
     console = console or out
     if unfolded(console):
-        console = Console(file=console.file, width=UNFOLDED, highlight=False)
+        console = Console(file=console.file, width=width, highlight=False)
     console.print(table)
 
 ENGINE_HELP = ("Where the per-file work runs: local (this machine's process pool, the default) or dask "
@@ -364,7 +367,7 @@ def merge(
         t.add_row(str(a.rank), Text("\n".join(files[a.rank])), Text(f"{a.method}: {a.detail}"),
                   "-" if a.matched is None else str(a.matched), f"{a.offset_ns / 1e6:+.3f} ms",
                   "?" if a.uncertainty_ns is None else f"{a.uncertainty_ns / 1e6:.3f} ms")
-    show(t, err if to_stream(output) else out)
+    show(t, err if to_stream(output) else out, PROSE_WIDTH)
     print_warnings(result.warnings)
     print_tab_note(result.output, result.output_format)
 
@@ -513,7 +516,7 @@ def validate_(
             label = {check.PROBLEM: "[red]problem[/red]", check.NOTE: "[yellow]note[/yellow]"}.get(f.severity, "info")
             detail = Text(f.message + "".join(f"\n  e.g. {x}" for x in f.examples))
             t.add_row(f.check, label, f"{f.count:,}", detail)
-        show(t)
+        show(t, width=PROSE_WIDTH)
     raise typer.Exit(code=EXIT_PROBLEMS if report.problems else 0)
 
 
@@ -559,7 +562,7 @@ def list_formats() -> None:
     for f in registry.FORMATS:
         t.add_row(f.name, "yes" if f.reader else "", ("merge" if f.archive else "yes") if f.writer else "",
                   " ".join(f.extensions), Text(f.title + (" [synthesized timeline]" if f.aggregate else "")))
-    show(t)
+    show(t, width=PROSE_WIDTH)
 
 
 def _install_signal_handlers() -> None:
