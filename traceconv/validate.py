@@ -32,6 +32,7 @@ The checks:
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import struct
@@ -49,7 +50,7 @@ from .errors import WarningCode, clip
 from .io import GZIP_ERRORS, Source, open_source
 from .model.layout import nest
 from .model import Trace
-from .readers.chrome.stream import SCAN, SCAN_ROWS, _ChunkFailure, _find_events, _scan, repair_utf8
+from .readers.chrome.stream import SCAN, BlockScanner, _ChunkFailure, _find_events, repair_utf8
 
 ABSURD_NS = 7 * 24 * 3600 * 10**9
 TIME_BASE_GAP_NS = 30 * 24 * 3600 * 10**9
@@ -419,34 +420,38 @@ def _out_of_range(v: object) -> bool:
 
 def _scan_columns(f: BinaryIO, codes: set[WarningCode], block: int = 1 << 20) -> _Columns | None:
     """:func:`out_of_order`, the first time and the events behind the examples of ``codes``, in one
-    pass of the compiled scanner over a document read from ``f`` a block at a time; None where it
-    cannot read it (a document of another shape, text that is not UTF-8 or not JSON, a truncated
-    file): the caller then decodes the whole document."""
+    pass of the compiled scanner over a document read from ``f`` a block at a time (by the
+    reader's :class:`BlockScanner`: two blocks scanned at once); None where it cannot read it (a
+    document of another shape, text that is not UTF-8 or not JSON, a truncated file): the caller
+    then decodes the whole document."""
     cols = _ColumnPass(codes)
     try:
         with f:
-            buf, found = b"", None
+            head, found = b"", None
             while found is None:
                 more = f.read(block)
                 if not more:
                     return None
-                buf += more
-                found = _find_events(buf)
-            pos = found[2]
-            while True:
-                rows, n, at, status, _ = _scan(buf, pos, SCAN_ROWS, cols.strings)
-                if n:
-                    cols.take(buf, rows, n)
-                if status == SCAN.END:
-                    return cols.result()
-                if status == SCAN.BAD:
-                    return None
-                pos = at
-                if status == SCAN.MORE:
-                    more = f.read(block)
-                    if not more:
-                        return None                      # (truncated: the reader said so)
-                    buf, pos = buf[pos:] + more, 0
+                head += more
+                found = _find_events(head)
+            scanner = BlockScanner(itertools.chain([head[found[2]:]], iter(lambda: f.read(block), b"")),
+                                   cols.strings)
+            del head
+            try:
+                while True:
+                    item = scanner.get()
+                    if item[0] == "rows":
+                        for buf, rows, n, _, _ in item[1]:
+                            cols.take(buf, rows, n)
+                        del item                         # (its blocks' text, before the next)
+                    elif item[0] == "end":
+                        return cols.result()
+                    elif item[0] == "error":
+                        raise item[1]
+                    else:
+                        return None                      # not JSON, or truncated (the reader said so)
+            finally:
+                scanner.close()
     except (_ChunkFailure, ValueError, *GZIP_ERRORS):
         return None
 
