@@ -125,3 +125,21 @@ def test_a_folder_of_ranks_is_summarised_as_merge_takes_it(tmp_path):
     empty.mkdir()
     r = run(empty)
     assert r.returncode == 2 and "no .json or .json.gz trace files in this folder" in r.stderr
+
+
+from hypothesis import given, strategies as st   # noqa: E402
+import numpy as np                                  # noqa: E402
+
+from traceconv import hotspots                      # noqa: E402
+
+
+@given(labels=st.lists(st.sampled_from(["", "a", "b", "(none)", "aten::mm", "é"]), min_size=1, max_size=8),
+       data=st.data())
+def test_groups_from_codes_are_np_unique_of_the_labels(labels, data):
+    """The rows are grouped from each slice's stored code (a name id, a track) and its label,
+    several codes sharing one label (a process's threads); as np.unique over a label per slice,
+    which it replaced."""
+    codes = np.array(data.draw(st.lists(st.integers(0, len(labels) - 1), min_size=1, max_size=50)), np.int32)
+    uniq, inv = hotspots._groups(codes, labels)
+    want, want_inv = np.unique(np.array([labels[c] for c in codes], dtype=object), return_inverse=True)
+    assert uniq == want.tolist() and inv.tolist() == want_inv.reshape(-1).tolist()
