@@ -526,3 +526,4 @@ def test_validate_table_piped_folds_its_sentences_at_160_columns_and_keeps_each_
     assert "e.g. tid -1: 'Context Sync' (X) at +25234.755 ms on pid 0 tid -1 'Device 0'" in examples
     assert "e.g. 'Stream Sync' at +25144.692 ms on 'stream 7 ' (0.080 ms)" in examples
     assert len(examples) == 7
+    assert not [line for line in lines if line.endswith(" ")]     # (rich pads its title to the width)

@@ -122,9 +122,14 @@ def show(table: Any, console: Optional[Console] = None, width: int = UNFOLDED) -
     """Print a table: on a terminal (or at COLUMNS) folded to its width, else at its natural width
     up to ``width``."""
     console = console or out
-    if unfolded(console):
-        console = Console(file=console.file, width=width, highlight=False)
-    console.print(table)
+    if not unfolded(console):
+        console.print(table)
+        return
+    wide = Console(width=width, highlight=False, color_system=None)
+    with wide.capture() as drawn:
+        wide.print(table)
+    # (rich pads a title to the width: no trailing spaces in a file)
+    console.file.write("".join(line.rstrip() + "\n" for line in drawn.get().splitlines()))
 
 ENGINE_HELP = ("Where the per-file work runs: local (this machine's process pool, the default) or dask "
                "(a Dask LocalCluster here, or the cluster of --scheduler; pip install 'traceconv\\[dask]').")
