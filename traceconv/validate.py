@@ -50,7 +50,7 @@ from .errors import WarningCode, clip
 from .io import GZIP_ERRORS, Source, open_source
 from .model.layout import nest
 from .model import Trace
-from .readers.chrome.stream import SCAN, BlockScanner, _ChunkFailure, _find_events, repair_utf8
+from .readers.chrome.stream import SCAN, BlockScanner, _ChunkFailure, _head_events, repair_utf8
 
 ABSURD_NS = 7 * 24 * 3600 * 10**9
 TIME_BASE_GAP_NS = 30 * 24 * 3600 * 10**9
@@ -427,15 +427,11 @@ def _scan_columns(f: BinaryIO, codes: set[WarningCode], block: int = 1 << 20) ->
     cols = _ColumnPass(codes)
     try:
         with f:
-            head, found = b"", None
-            while found is None:
-                more = f.read(block)
-                if not more:
-                    return None
-                head += more
-                found = _find_events(head)
-            scanner = BlockScanner(itertools.chain([head[found[2]:]], iter(lambda: f.read(block), b"")),
-                                   cols.strings)
+            blocks = iter(lambda: f.read(block), b"")
+            head, found = _head_events(blocks)
+            if found is None:
+                return None
+            scanner = BlockScanner(itertools.chain([head[found[2]:]], blocks), cols.strings)
             del head
             try:
                 while True:

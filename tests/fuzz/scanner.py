@@ -68,8 +68,9 @@ EXACT_US = 2**40    # below it a time's double (µs) orders times 1 ns apart as 
 
 def column_pass(data: bytes, rng: random.Random) -> str | None:
     """What :func:`validate._scan_columns` got wrong on ``data``, if anything."""
-    got = validate._scan_columns(io.BytesIO(data), set(validate._Scan.CODES),
-                                 block=rng.choice([7, 64, 4096, 1 << 20]))
+    # (blocks of every size, but at most ~256 of them: each is a hand-over between threads)
+    block = max(rng.choice([7, 64, 4096, 1 << 20]), len(data) // 256)
+    got = validate._scan_columns(io.BytesIO(data), set(validate._Scan.CODES), block=block)
     if got is None:
         return None
     raw = validate._decode_events(repair_utf8(data)[0])

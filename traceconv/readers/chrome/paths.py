@@ -32,7 +32,7 @@ from ...io import GZIP_ERRORS
 from ...model import Trace
 from ...progress import report
 from .document import _TOP, Document, Event, _header_value, decode, is_own_output
-from .stream import (SCAN, SCAN_THREADS, BlockScanner, Rows, _ChunkFailure, _find_events, _LateHeader, _parse_tail,
+from .stream import (SCAN, SCAN_THREADS, BlockScanner, Rows, _ChunkFailure, _head_events, _LateHeader, _parse_tail,
                      _Prefetch, _read_blocks, _scan, _tail_guess, _utf8_blocks, repair_utf8)
 
 CHUNK_BYTES = 1 << 20       # the event array's text is read and scanned this much at a time
@@ -172,13 +172,8 @@ class ReadPaths:
                 blocks = _Prefetch(_utf8_blocks(_read_blocks(f, CHUNK_BYTES, raw, self._progress[0]),
                                                 self._bad_utf8))
                 try:
-                    head = b""
-                    for block in blocks:
-                        head += block
-                        found = _find_events(head)
-                        if found is not None:
-                            break
-                    else:
+                    head, found = _head_events(blocks)
+                    if found is None:
                         raise _ChunkFailure
                     header, is_array, pos = found
                     guess = {} if is_array or src.gzipped else _tail_guess(src)

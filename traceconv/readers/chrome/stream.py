@@ -400,6 +400,25 @@ def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
         i = v1
 
 
+def _head_events(blocks: Iterator[bytes]) -> tuple[bytes, tuple[dict[str, Any], bool, int] | None]:
+    """The document's first blocks joined, as far as :func:`_find_events` needs to find where its
+    event array starts, and what it found (None: the text ended first).  It looks again only when
+    the head has doubled: a header of H bytes costs O(H), where looking at every block cost
+    O(H^2 / block)."""
+    head = bytearray()
+    tried = 0
+    for block in blocks:
+        head += block
+        if len(head) < 2 * tried:
+            continue
+        tried = len(head)
+        found = _find_events(bytes(head))
+        if found is not None:
+            return bytes(head), found
+    found = _find_events(bytes(head)) if len(head) != tried else None
+    return bytes(head), found
+
+
 def _parse_tail(tail: bytes, is_array: bool) -> dict[str, Any]:
     """The top-level keys in the text after the event array's ``]`` (``, "k": v ... }``)."""
     t = tail.strip()
