@@ -277,3 +277,19 @@ def test_the_column_pass_reads_plain_events_as_columns():
     examples = v._Scan(raw).examples
     assert v._Scan(everything.picked, everything.t0).examples == examples
     assert {c.name for c in examples} >= {"UNRESOLVED_FLOW", "REMAPPED_ID"}
+
+
+def test_a_document_broken_after_its_event_array_still_gets_examples_and_its_order(tmp_path):
+    """Bytes that are not JSON after the event array (found by the fuzz harness's check of the
+    column pass): the reader reads the events, and so does validate now; its decoding of the
+    whole document failed there, and the report lost every example and the order count."""
+    events = [{"ph": "X", "name": "a", "ts": 5, "dur": 1, "pid": 1, "tid": 1},
+              {"ph": "X", "name": "b", "ts": 3, "dur": 1, "pid": 1, "tid": 1},
+              {"ph": "E", "name": "c", "ts": 9, "pid": 1, "tid": 2}]
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"traceEvents": ' + orjson.dumps(events) + b', "x": \xff\xfe}')
+    r = cli(p, "--format", "json")
+    assert r.returncode == 1, r.stderr
+    found = {f["check"]: f for f in orjson.loads(r.stdout)["findings"]}
+    assert found["events out of order"]["count"] == 1
+    assert found["unmatched B/E"]["examples"] == ["an end without a begin: 'c' (E) at +0.006 ms on pid 1 tid 2"]

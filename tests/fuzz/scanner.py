@@ -22,7 +22,7 @@ import numpy as np
 
 from traceconv import _core
 from traceconv import validate
-from traceconv.readers.chrome.stream import repair_utf8
+from traceconv.readers.chrome.stream import _ChunkFailure, _find_events, repair_utf8
 
 S = _core.scan
 STATUSES = (S.MORE, S.END, S.FULL, S.BAD)
@@ -73,9 +73,19 @@ def column_pass(data: bytes, rng: random.Random) -> str | None:
     got = validate._scan_columns(io.BytesIO(data), set(validate._Scan.CODES), block=block)
     if got is None:
         return None
-    raw = validate._decode_events(repair_utf8(data)[0])
+    text = repair_utf8(data)[0]
+    raw = validate._decode_events(text)
     if raw is None:
-        return "it read a document the whole-document decoding cannot"
+        # a document broken after its event array (the reader reads it; validate's decoding of
+        # the whole document failed and gave no examples): the array alone is the reference
+        try:
+            found = _find_events(text)
+        except _ChunkFailure:
+            found = None
+        end = S.value_end(text, found[2] - 1) if found is not None else -2
+        raw = validate._decode_events(text[found[2] - 1:end]) if found is not None and end > 0 else None
+        if raw is None:
+            return "it read a document whose event array the whole-document decoding cannot"
     times = [t for e in raw if e.ph != "M" and (t := validate._num(e.ts)) is not None]
     if got.t0 != (min(times) if times else None):
         return f"first time {got.t0} against {min(times) if times else None}"
