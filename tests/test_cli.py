@@ -468,6 +468,9 @@ def test_the_merge_table_of_a_big_run_shows_the_first_ranks_and_the_least_certai
     assert len(merged.slices) == 60 and [a["rank"] for a in merged.metadata["merge"]["alignment"]] == list(range(20))
 
 
+PIPED_UNSET = ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE")     # (what makes rich draw as on a terminal)
+
+
 def test_summary_tables_are_whole_lines_when_piped_and_keep_names_readable_at_80_columns(tmp_path):
     """Written to a file or a pipe (COLUMNS unset), rich drew every table 80 columns wide: a CUDA
     kernel's name folded over six lines and `grep` found a sixth of its row.  Such output is now at
@@ -478,7 +481,7 @@ def test_summary_tables_are_whole_lines_when_piped_and_keep_names_readable_at_80
         events = [{"ph": "X", "name": n, "ts": 100 * i, "dur": 40 + 10 * r + i, "pid": r, "tid": 1}
                   for i, n in enumerate([kernel, "aten::mm", kernel, "Runtime Triggered Module Loading"])]
         (tmp_path / f"rank{r}.json").write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": r}}))
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env = {k: v for k, v in os.environ.items() if k not in PIPED_UNSET}
 
     def summary(columns: str | None) -> list[str]:
         r = subprocess.run([sys.executable, "-m", "traceconv", "summary", tmp_path], capture_output=True, text=True,
@@ -516,7 +519,7 @@ def test_validate_table_piped_folds_its_sentences_at_160_columns_and_keeps_each_
     """A table of sentences drawn at its natural width was 300 columns of one line each; piped,
     validate's, merge's and formats' tables fold at 160 columns, an example still on one line."""
     fixture = Path(__file__).parent / "fixtures" / "kineto" / "hta_critical_path_simple_add_trace.json.gz"
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env = {k: v for k, v in os.environ.items() if k not in PIPED_UNSET}
     r = subprocess.run([sys.executable, "-m", "traceconv", "validate", fixture], capture_output=True, text=True,
                        timeout=120, env=env)
     assert r.returncode == 1, r.stderr
