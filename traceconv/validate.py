@@ -4,13 +4,14 @@ Each check is a :class:`Finding` with a severity: ``problem`` (the viewer will h
 merge or misplace something, or will not load the file), ``note`` (a known quirk of the
 producer: harmless, or repaired by traceconv's outputs) or ``info``.  Only problems make
 ``traceconv validate`` exit 1.  Each finding names a few of the events behind it
-(``examples``: name, time from the file's first event, thread).  The known quirks:
+(``examples``: name, time from the first event of its clock, thread).  The known quirks:
 
 * PyTorch/Kineto (and Composer's torch traces): flow events whose other end is not in the file
   (a launch before the profiled window, a kernel after it, sync flows): viewers skip them;
   Kineto's pid -1 and string pids;
 * MXNet: 64-bit hashes as pids/tids (traceconv's outputs give each its own number);
-* Sample Factory: ``nan``/``inf`` FPS and reward lines printed before the first window is full.
+* Sample Factory: ``nan``/``inf`` FPS and reward lines printed before the first window is full;
+* Composer: its markers' begin and end events cut by the profiling window's edges.
 
 The checks:
 
@@ -32,6 +33,7 @@ The checks:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import re
@@ -83,6 +85,10 @@ QUIRKS: dict[tuple[str, WarningCode, str], str] = {
                                              "file may merge them); traceconv's outputs give each its own number",
     ("sample-factory", WarningCode.DROPPED_EVENT, "nan"): "Sample Factory prints nan FPS/reward until its first "
                                                           "measurement window is full: nothing to draw",
+    **{("composer", code, "expected in Composer"): "Composer's profiler cuts its markers at the profiling "
+       "window's edges (the end of one opened before it, the begin of one still open after it); "
+       "traceconv's outputs drop such an end and close such a begin at the trace's end"
+       for code in (WarningCode.UNMATCHED_BEGIN, WarningCode.UNMATCHED_END)},
 }
 
 
@@ -198,21 +204,32 @@ def _num(x: object) -> float | None:
 KNOWN_PHASES = set("BEXIiCbenSTpFsftMPOND()RcVvAGLWwxy")
 
 
+CLOCK_GAP_US = TIME_BASE_GAP_NS / 1000
+
+
+def clock_starts(times: list[float]) -> list[float]:
+    """The first of each group of ``times`` (µs) that lie more than 30 days from the group before:
+    a file of relative and Unix times (Composer's) has two clocks, and an example's time is given
+    from its own clock's first event, not as +1,790,857,026,081 ms."""
+    times = sorted(times)
+    return [t for k, t in enumerate(times) if k == 0 or t - times[k - 1] > CLOCK_GAP_US]
+
+
 class _Scan:
     """Examples of the events behind the reader's counts, from the raw Chrome JSON events: all
     of them, or those :func:`_scan_columns` picks (the metadata events and those of the kinds
-    behind ``CODES``), with ``t0`` the first time of all (µs)."""
+    behind ``CODES``), with ``starts`` the first time of each clock (µs, :func:`clock_starts`) of
+    all of them."""
 
     CODES = frozenset({WarningCode.UNRESOLVED_FLOW, WarningCode.REMAPPED_ID, WarningCode.UNMATCHED_BEGIN,
                        WarningCode.UNMATCHED_END, WarningCode.UNKNOWN_PHASE})
 
-    def __init__(self, events: list[_Timed], t0: float | None = None):
+    def __init__(self, events: list[_Timed], starts: list[float] | None = None):
         self.threads: dict[tuple, str] = {}
         self.procs: dict[object, str] = {}
-        if t0 is None:
-            times = [t for e in events if e.ph != "M" and (t := _num(e.ts)) is not None]
-            t0 = min(times) if times else 0.0
-        self.t0 = t0
+        if starts is None:
+            starts = clock_starts([t for e in events if e.ph != "M" and (t := _num(e.ts)) is not None])
+        self.starts = starts or [0.0]
         self.examples: dict[WarningCode, list[str]] = {}
         for e in events:
             if e.ph == "M" and e.args:
@@ -233,7 +250,8 @@ class _Scan:
 
     def where(self, e: _Timed) -> str:
         t = _num(e.ts)
-        when = f"+{(t - self.t0) / 1e3:.3f} ms" if t is not None else "no time"
+        start = self.starts[max(bisect.bisect_right(self.starts, t) - 1, 0)] if t is not None else 0.0
+        when = f"+{(t - start) / 1e3:.3f} ms" if t is not None else "no time"
         thread = self.threads.get((e.pid, e.tid))
         who = f"pid {clip(str(e.pid))} tid {clip(str(e.tid))}" + (f" '{clip(str(thread))}'" if thread else "")
         return f"'{clip(e.name or '')}' ({clip(str(e.ph))}) at {when} on {who}"
@@ -308,10 +326,11 @@ _NO_ID = np.iinfo(np.int64).min                # a pid or tid the event does not
 
 @dataclass
 class _Columns:
-    """What :func:`_scan_columns` found: :func:`out_of_order`'s count, the first time (µs; None
-    without one) and the events the examples need, in file order."""
+    """What :func:`_scan_columns` found: :func:`out_of_order`'s count, and for the examples (when
+    it was given codes) the first time of each clock (µs, :func:`clock_starts`) and the events they
+    need, in file order."""
     late: int
-    t0: float | None
+    starts: list[float]
     picked: list[_Timed]
 
 
@@ -331,8 +350,8 @@ class _ColumnPass:
         self.key_parts: list[np.ndarray] = []        # per batch, of its timed events in file order:
         self.ns_parts: list[np.ndarray] = []         # the time in ns (a plain event's),
         self.slow_parts: list[np.ndarray] = []       # and, for a decoded event, its time in µs (else NaN)
-        self.t0_ns: int | None = None
-        self.t0_us: float | None = None
+        self.stamped: list[np.ndarray] = []           # the times (ns) of the plain events but metadata,
+        self.stamped_us: list[float] = []            # and of the decoded ones (µs): for the clocks
         self.picked: list[_Timed] = []
 
     def key(self, pid: object, tid: object) -> int:
@@ -344,10 +363,8 @@ class _ColumnPass:
         slow = (fl & SCAN.SLOW) != 0
         fast_ts = ~slow & ((fl & SCAN.F_TS) != 0)
         timed = fast_ts & ~np.isin(ph, _BYTES["untimed"])
-        stamped = fast_ts & (ph != ord("M"))
-        if stamped.any():
-            first = int(rows.ts[stamped].min())
-            self.t0_ns = first if self.t0_ns is None else min(self.t0_ns, first)
+        if self.codes:
+            self.stamped.append(rows.ts[fast_ts & (ph != ord("M"))])
         at = np.flatnonzero(timed)
         pid = np.where((fl[at] & SCAN.F_PID) != 0, rows.pid[at], _NO_ID)
         tid = np.where((fl[at] & SCAN.F_TID) != 0, rows.tid[at], _NO_ID)
@@ -377,8 +394,8 @@ class _ColumnPass:
             for r, e in zip(picked.tolist(), events):
                 if slow[r]:
                     t = _num(e.ts)
-                    if t is not None and e.ph != "M":
-                        self.t0_us = t if self.t0_us is None else min(self.t0_us, t)
+                    if t is not None and e.ph != "M" and self.codes:
+                        self.stamped_us.append(t)
                     if t is not None and e.ph not in UNTIMED:
                         extra.append((r, self.key(e.pid, e.tid), t))
                     if not (self.codes and (e.ph in _PICKED_PHASES or e.ph not in KNOWN_PHASES or
@@ -410,8 +427,25 @@ class _ColumnPass:
             prev = float(us[i]) if decoded[i] else int(ns[i]) / 1000
             now = float(us[i + 1]) if decoded[i + 1] else int(ns[i + 1]) / 1000
             late += now < prev
-        t0 = [t for t in (None if self.t0_ns is None else self.t0_ns / 1000, self.t0_us) if t is not None]
-        return _Columns(late, min(t0) if t0 else None, self.picked)
+        return _Columns(late, self.starts(), self.picked)
+
+    def starts(self) -> list[float]:
+        """:func:`clock_starts` of every time, each start exact: the clocks are told apart on
+        doubles (30 days apart), a plain event's time is then its ns / 1000 rounded once, as the
+        double of its text is."""
+        ns = np.sort(np.concatenate(self.stamped or [np.zeros(0, np.int64)]))
+        nsu, us = ns / 1000, sorted(self.stamped_us)
+        rough = clock_starts(np.concatenate([nsu, us]).tolist())
+        got = []
+        for k, lo in enumerate(rough):
+            hi = rough[k + 1] if k + 1 < len(rough) else float("inf")
+            # (each clock's least time: its plain events' exactly, its decoded events' as read)
+            i = int(np.searchsorted(nsu, lo - CLOCK_GAP_US / 2))
+            plain = [int(ns[i]) / 1000] if i < len(ns) and nsu[i] < hi - CLOCK_GAP_US / 2 else []
+            j = bisect.bisect_left(us, lo - CLOCK_GAP_US / 2)
+            decoded = [us[j]] if j < len(us) and us[j] < hi - CLOCK_GAP_US / 2 else []
+            got.append(min(plain + decoded))
+        return got
 
 
 def _out_of_range(v: object) -> bool:
@@ -419,7 +453,7 @@ def _out_of_range(v: object) -> bool:
 
 
 def _scan_columns(f: BinaryIO, codes: set[WarningCode], block: int = 1 << 20) -> _Columns | None:
-    """:func:`out_of_order`, the first time and the events behind the examples of ``codes``, in one
+    """:func:`out_of_order`, the clocks and the events behind the examples of ``codes``, in one
     pass of the compiled scanner over a document read from ``f`` a block at a time (by the
     reader's :class:`BlockScanner`: two blocks scanned at once); None where it cannot read it (a
     document of another shape, text that is not UTF-8 or not JSON, a truncated file): the caller
@@ -497,7 +531,7 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
         if cols is not None:
             late = cols.late
             if codes:
-                scan = _Scan(cols.picked, cols.t0 or 0.0)
+                scan = _Scan(cols.picked, cols.starts)
         else:
             # what is not UTF-8 becomes '?' as the reader makes it (the names in the examples are
             # the ones the conversion shows); valid text is checked, not copied

@@ -8,7 +8,7 @@ JSON) or raise ValueError for arguments out of range.  Any other exception -- ab
 
 And to ``validate``'s column pass over the scanner (:func:`traceconv.validate._scan_columns`),
 held to the whole-document decoding it stands in for: the same count of events out of order,
-first time and examples, or None (it leaves the document to that decoding).
+clocks and examples, or None (it leaves the document to that decoding).
 """
 
 from __future__ import annotations
@@ -87,13 +87,13 @@ def column_pass(data: bytes, rng: random.Random) -> str | None:
         if raw is None:
             return "it read a document whose event array the whole-document decoding cannot"
     times = [t for e in raw if e.ph != "M" and (t := validate._num(e.ts)) is not None]
-    if got.t0 != (min(times) if times else None):
-        return f"first time {got.t0} against {min(times) if times else None}"
+    if got.starts != validate.clock_starts(times):
+        return f"clocks starting at {got.starts} against {validate.clock_starts(times)}"
     # (past EXACT_US the decoding's doubles tie times the columns' ns tell apart: not compared)
     if all(abs(t) < EXACT_US for t in times) and got.late != validate.out_of_order(raw):
         return f"{got.late} events out of order against {validate.out_of_order(raw)}"
     want = validate._Scan(raw).examples
-    if validate._Scan(got.picked, got.t0 or 0.0).examples != want:
+    if validate._Scan(got.picked, got.starts).examples != want:
         return f"examples differ from {want}"
     return None
 
