@@ -435,7 +435,10 @@ class _ColumnPass:
         double of its text is."""
         ns = np.sort(np.concatenate(self.stamped or [np.zeros(0, np.int64)]))
         nsu, us = ns / 1000, sorted(self.stamped_us)
-        rough = clock_starts(np.concatenate([nsu, us]).tolist())
+        both = np.sort(np.concatenate([nsu, np.array(us, np.float64)]))
+        if not len(both):
+            return []
+        rough = [float(both[0])] + both[np.flatnonzero(np.diff(both) > CLOCK_GAP_US) + 1].tolist()
         got = []
         for k, lo in enumerate(rough):
             hi = rough[k + 1] if k + 1 < len(rough) else float("inf")
