@@ -475,7 +475,8 @@ def test_summary_tables_are_whole_lines_when_piped_and_keep_names_readable_at_80
     """Written to a file or a pipe (COLUMNS unset), rich drew every table 80 columns wide: a CUDA
     kernel's name folded over six lines and `grep` found a sixth of its row.  Such output is now at
     the table's natural width.  On an 80-column terminal a two-rank summary left names 11
-    characters; it now leaves out avg (total / count) and says so, names 22 wide."""
+    characters; it now leaves out avg (total / count) and says so, names 22 wide (and self %,
+    then total, where that is not enough: MegEngine's FLOPS and bandwidth columns)."""
     kernel = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_execute_kernel"
     for r in range(2):
         events = [{"ph": "X", "name": n, "ts": 100 * i, "dur": 40 + 10 * r + i, "pid": r, "tid": 1}
@@ -513,6 +514,14 @@ def test_summary_tables_are_whole_lines_when_piped_and_keep_names_readable_at_80
     wide = summary("200")
     assert "avg" in next(line for line in wide if "count" in line)
     assert not any("left out at this width" in line for line in wide)
+
+    mge = Path(__file__).parent / "fixtures" / "megengine" / "generated_mge1130_static_profile.json"
+    r = subprocess.run([sys.executable, "-m", "traceconv", "summary", mge, "--top", "3"], capture_output=True,
+                       text=True, timeout=120, env={**env, "COLUMNS": "80"})
+    header = next(line for line in r.stdout.splitlines() if "count" in line)
+    assert [c.strip() for c in header.strip("┃").split("┃")] == ["name", "count", "self", "FLOPS", "bandwidth"]
+    assert "avg, self %, total: left out at this width (--format csv has them)" in r.stdout
+    assert "│ backward.ConvolutionBackwar │     1 │  1.90 ms │ 77.65 MFLOPS │  20.64 MiB/s │" in r.stdout
 
 
 def test_validate_table_piped_folds_its_sentences_at_160_columns_and_keeps_each_example_whole():

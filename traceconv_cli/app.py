@@ -103,7 +103,8 @@ TABLE_KEY_CHARS = 500    # of a name in summary's table (--format csv or json gi
 # of sentences (validate's, merge's, formats') folds them at PROSE_WIDTH.
 UNFOLDED = 4000
 PROSE_WIDTH = 160
-NAME_MIN = 24            # characters of summary's name column on a terminal, before it drops "avg"
+NAME_MIN = 20            # characters of summary's name column on a terminal, before it drops a column:
+NARROW_DROPS = ("avg", "self %", "total")   # these, in turn (avg is total / count)
 
 
 def unfolded(console: Console) -> bool:
@@ -450,9 +451,15 @@ def summary(
         + (["slowest rank"] if stragglers else [])
     wide = unfolded(out)
     caption = "total: the time the group's slices cover, counted once" if result.total_is_union else None
-    if not wide and name_room(columns[1:], rows, out.width) < NAME_MIN:
-        columns.remove("avg")                    # (total / count; on an 80-column terminal it left names 11 wide)
-        caption = "; ".join(filter(None, [caption, "avg: left out at this width (--format csv has it)"]))
+    dropped = []
+    for col in NARROW_DROPS:                     # (on an 80-column terminal names were 11 wide)
+        if wide or name_room(columns[1:], rows, out.width) >= NAME_MIN:
+            break
+        columns.remove(col)
+        dropped.append(col)
+    if dropped:
+        caption = "; ".join(filter(None, [caption, f"{', '.join(dropped)}: left out at this width "
+                                                   f"(--format csv has {'them' if len(dropped) > 1 else 'it'})"]))
     t = Table(title=Text(f"{', '.join(str(p) for p in inputs)} — by {by}")
                     + (" (synthesized timeline: file totals)" if result.synthesized else ""),
               caption=caption)
