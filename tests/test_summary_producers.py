@@ -472,9 +472,9 @@ def test_out_of_range_numbers_in_aggregate_args_do_not_overflow():
 def test_megengine_footprints_read_a_chunk_at_a_time_are_the_same(monkeypatch, chunk):
     """The footprint args are looked for a chunk of the args text at a time (the whole text mapped
     at once held 100 MB more in a 1M summary): keys cut by a chunk's end are found once."""
-    from traceconv import hotspots
+    from traceconv.model import args
     def rates() -> dict[str, str]:                       # (repr: a NaN equals itself there)
         return {r.key: repr((r.flops, r.bandwidth)) for r in summarize(traceconv.load(MGE), by="name").rows}
     whole = rates()
-    monkeypatch.setattr(hotspots, "COUNT_CHUNK", chunk)
+    monkeypatch.setattr(args, "COUNT_CHUNK", chunk)
     assert rates() == whole and sum(not v.startswith("(None") for v in whole.values()) >= 18

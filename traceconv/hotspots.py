@@ -46,7 +46,6 @@ import numpy as np
 import orjson
 
 from .errors import TraceconvError, spell
-from .model.args import COUNT_CHUNK
 from .model.layout import nest
 from .model import Trace, TrackKind
 
@@ -255,16 +254,14 @@ def _footprint(trace: Trace, out: _Slices) -> None:
     s = trace.slices
     if not len(s):
         return
-    data, off = s.args.packed()
+    ends = s.args.packed()[1][1:]
     rows: set[int] = set()
-    ends = off[1:]
-    # a chunk at a time, each with the next one's first bytes (a key cut by the chunk's end), its
-    # pages dropped after: the whole text mapped at once held 100 MB more (the bench's 1M trace)
-    for lo in range(0, len(data), COUNT_CHUNK):
-        for m in _FOOTPRINT.finditer(memoryview(data[lo:lo + COUNT_CHUNK + _FOOTPRINT_KEY])):
-            if m.start() < COUNT_CHUNK:
+    # a chunk at a time, each with the next one's first bytes (a key cut by the chunk's end): the
+    # whole text mapped at once held 100 MB more (the bench's 1M trace)
+    for lo, size, chunk in s.args.chunks(_FOOTPRINT_KEY):
+        for m in _FOOTPRINT.finditer(memoryview(chunk)):
+            if m.start() < size:
                 rows.add(int(np.searchsorted(ends, lo + m.start(), side="right")))
-        s.args.forget()
     if not rows:
         return
     n = len(s)

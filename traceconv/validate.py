@@ -155,14 +155,19 @@ def _time_bases(ts: np.ndarray) -> tuple[int, int, int] | None:
 _NO_ARGS = msgspec.Raw(b"")
 
 
+# (any scalar: a field of another type, `"ph": null` or `"pid": true`, failed the decoding of the
+# whole file, and every finding lost its examples and the order count)
+_Scalar = str | bool | int | float | None
+
+
 class _Timed(msgspec.Struct, gc=False):
-    ph: str = ""
-    ts: float | int | str | None = None
-    pid: int | float | str | None = None
-    tid: int | float | str | None = None
-    name: str | None = None
-    cat: str | None = None
-    id: int | str | float | None = None
+    ph: _Scalar = ""
+    ts: _Scalar = None
+    pid: _Scalar = None
+    tid: _Scalar = None
+    name: _Scalar = None
+    cat: _Scalar = None
+    id: _Scalar = None
     # (kept as text, read for metadata events only: a dict of values per event took most of the
     # memory, 1.3 GB for the bench's 1M Kineto events; any value, where an args that was not an
     # object failed the whole file's decoding and lost its examples)
@@ -207,12 +212,12 @@ KNOWN_PHASES = set("BEXIiCbenSTpFsftMPOND()RcVvAGLWwxy")
 CLOCK_GAP_US = TIME_BASE_GAP_NS / 1000
 
 
-def clock_starts(times: list[float]) -> list[float]:
+def clock_starts(times: "list[float] | np.ndarray") -> list[float]:
     """The first of each group of ``times`` (µs) that lie more than 30 days from the group before:
     a file of relative and Unix times (Composer's) has two clocks, and an example's time is given
     from its own clock's first event, not as +1,790,857,026,081 ms."""
-    times = sorted(times)
-    return [t for k, t in enumerate(times) if k == 0 or t - times[k - 1] > CLOCK_GAP_US]
+    t = np.sort(np.asarray(times, dtype=np.float64))
+    return t[np.concatenate(([0], np.flatnonzero(np.diff(t) > CLOCK_GAP_US) + 1))].tolist() if len(t) else []
 
 
 class _Scan:
@@ -254,7 +259,7 @@ class _Scan:
         when = f"+{(t - start) / 1e3:.3f} ms" if t is not None else "no time"
         thread = self.threads.get((e.pid, e.tid))
         who = f"pid {clip(str(e.pid))} tid {clip(str(e.tid))}" + (f" '{clip(str(thread))}'" if thread else "")
-        return f"'{clip(e.name or '')}' ({clip(str(e.ph))}) at {when} on {who}"
+        return f"'{clip('' if e.name is None else str(e.name))}' ({clip(str(e.ph))}) at {when} on {who}"
 
     def add(self, code: WarningCode, text: str) -> None:
         got = self.examples.setdefault(code, [])
@@ -435,10 +440,7 @@ class _ColumnPass:
         double of its text is."""
         ns = np.sort(np.concatenate(self.stamped or [np.zeros(0, np.int64)]))
         nsu, us = ns / 1000, sorted(self.stamped_us)
-        both = np.sort(np.concatenate([nsu, np.array(us, np.float64)]))
-        if not len(both):
-            return []
-        rough = [float(both[0])] + both[np.flatnonzero(np.diff(both) > CLOCK_GAP_US) + 1].tolist()
+        rough = clock_starts(np.concatenate([nsu, np.array(us, np.float64)]))
         got = []
         for k, lo in enumerate(rough):
             hi = rough[k + 1] if k + 1 < len(rough) else float("inf")

@@ -10,7 +10,7 @@ import mmap
 import os
 import tempfile
 from array import array
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import orjson
 
@@ -163,7 +163,7 @@ def _write_at(fd: int, data: "Any", pos: int) -> None:
         view, pos = view[n:], pos + n
 
 
-COUNT_CHUNK = 1 << 23          # bytes of args text :meth:`ArgsColumn.values_estimate` reads at a time
+COUNT_CHUNK = 1 << 23          # bytes of args text :meth:`ArgsColumn.chunks` gives at a time
 
 
 class ArgsColumn:
@@ -392,17 +392,24 @@ class ArgsColumn:
         the 115 MB of a million Kineto events, 7.52M against the 7.48M args rows trace_processor
         makes of them."""
         import numpy as np
-        data, off = self.packed()
+        _, off = self.packed()
         n = int(np.count_nonzero(np.diff(off)))                 # rows with args
-        for lo in range(0, len(data), COUNT_CHUNK):
-            a = data[lo:lo + COUNT_CHUNK + 1]                   # (and the next chunk's first byte)
-            body = a[:COUNT_CHUNK]
+        for _, size, a in self.chunks(1):                       # (and the next chunk's first byte)
+            body = a[:size]
             n += int(np.count_nonzero(body == 44))              # ,
             opens = np.flatnonzero((body == 91) | (body == 123)) + 1
             after = a[opens[opens < len(a)]]
             n -= int(np.count_nonzero((after == 93) | (after == 125)))      # [] {}
-            self.forget()
         return n
+
+    def chunks(self, overlap: int) -> "Iterator[tuple[int, int, Any]]":
+        """The text ``COUNT_CHUNK`` bytes at a time, as (offset, the chunk's size, a uint8 array of
+        the chunk and the next ``overlap`` bytes); a spilled column's pages are dropped after each
+        (mapped whole, the 115 MB of a million Kineto events' args stayed resident)."""
+        data, _ = self.packed()
+        for lo in range(0, len(data), COUNT_CHUNK):
+            yield lo, min(COUNT_CHUNK, len(data) - lo), data[lo:lo + COUNT_CHUNK + overlap]
+            self.forget()
 
     @property
     def nbytes(self) -> int:
