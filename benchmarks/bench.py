@@ -452,6 +452,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-merge", action="store_true")
     ap.add_argument("--verify", action="store_true", help="decode the outputs and count wrong durations")
     ap.add_argument("--json", metavar="OUT", help="save all figures to this JSON file")
+    ap.add_argument("--cold-start-here", action="store_true",
+                    help="measure the cold start with this interpreter's traceconv, not in a fresh venv "
+                         "after `pip install .` (the issue's setting; ~10-60 s more, to build and install)")
     return ap
 
 
@@ -480,7 +483,16 @@ def main() -> None:
     merge = None if a.no_merge else measure_merge(a, target)
 
     print("\n== cold start", flush=True)
-    cold = bench_coldstart.measure(sys.executable)
+    python = Path(sys.executable)
+    if not a.cold_start_here:
+        # the issue's setting: a new venv after `pip install .`; this interpreter's site-packages
+        # may hold start-up hooks of their own (here a .pth importing certifi: ~50 ms a process)
+        try:
+            python = bench_coldstart.fresh_venv()
+        except subprocess.CalledProcessError as e:
+            print(f"  (no fresh venv: {e}; measured with {sys.executable})", flush=True)
+    print(f"  traceconv of {python}", flush=True)
+    cold = bench_coldstart.measure(python)
     bench_coldstart.report(cold, target)
 
     print("\n== summary (issue 13 targets)")

@@ -282,6 +282,33 @@ def test_help_imports_no_numpy_and_names_every_grouping():
     assert "Sort by: " + ", ".join(hotspots.SORTS) + "." in text
 
 
+def test_telling_formats_apart_imports_no_pydantic(tmp_path):
+    """Sniffing imports every reader module, so none may import pydantic (~0.15 s of a cold start,
+    in a process that may need no schema): telling each fixture's format apart and converting a
+    plain Chrome JSON trace import none of it; a Kineto file's header is then checked by its schema."""
+    fixtures = Path(__file__).parent / "fixtures"
+    files = [fixtures / d / n for d, n in [
+        ("mlagents", "python_SoccerTwos_run_logs_timers.json"), ("sample_factory", "benchmarking.txt"),
+        ("mxnet", "generated_mxnet191_dumps_json.json"), ("megengine", "generated_mge1130_static_profile.json"),
+        ("megengine_timeline", "generated_mge1130_dynamic.chrome_timeline.json.gz"),
+        ("mxnet_trace", "generated_mxnet191_profile_all.json"),
+        ("kineto", "generated_torch213_cpu_single_worker0.pt.trace.json.gz"),
+        ("chrome_json", "perfetto_flow_events_json_v1.json")]]
+    code = ("import sys, traceconv\n"
+            "from traceconv import formats, io\n"
+            "found = [formats.detect(io.open_source(p).head, p).name for p in sys.argv[1:]]\n"
+            "print(found, 'pydantic' in sys.modules)\n"
+            f"traceconv.convert(sys.argv[-1], {str(tmp_path / 'o.pftrace')!r})\n"
+            "print('pydantic' in sys.modules)\n"
+            "traceconv.load(sys.argv[-2])\n"
+            "print('pydantic' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "['mlagents', 'sample-factory', 'mxnet-stats', 'megengine-static', 'megengine', 'mxnet', 'kineto', "
+        "'chrome-json'] False", "False", "True"]
+
+
 def test_names_with_a_newline_stay_on_the_error_line(tmp_path):
     """A key holding a newline (an MXNet stats fuzz case, 2026-11-25) and a file named with one: the
     error names them with the newline escaped, on one line."""

@@ -6,14 +6,18 @@ timeline formats does not build a pydantic object per event.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
-from pydantic import BaseModel, ValidationError
 
 from ..errors import TraceconvError, clip
 
-M = TypeVar("M", bound=BaseModel)
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+# pydantic is imported when a model is first validated, not with this module: telling a file's
+# format apart imports every reader module, and a plain Chrome JSON trace needs no schema at all
+M = TypeVar("M", bound="BaseModel")
 
 
 def _where(loc: tuple[Any, ...]) -> str:
@@ -28,6 +32,8 @@ def _where(loc: tuple[Any, ...]) -> str:
 
 def validate(model: type[M], data: Any, what: str) -> M:
     """``model.model_validate(data)``, with a failure turned into a one-line :class:`TraceconvError`."""
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(data)
     except ValidationError as e:

@@ -30,7 +30,6 @@ from ...errors import WarningCode
 from ...io import Source, open_source
 from ...model import Clock, Trace
 from ..schema import validate
-from .schema import ComposerMeta
 from .reader import ChromeReader, Document, Event, looks_like_own_output, time_ns, timed_ns
 from .kineto import KinetoReader, read_header
 
@@ -151,6 +150,8 @@ class ComposerReader(ChromeReader):
         pid = ev.pid
         torch_event = ev.cat is None    # Composer writes "cat": "" on its own events
         if name in ("global_rank", "clock_sync_timestamp_us", "clock_sync_error_bound"):
+            from .schema import ComposerMeta      # (not for sniffing)
+
             value = validate(ComposerMeta, args, f"{self.what} ('{name}' metadata event)").value
             self._ranks.setdefault(pid if isinstance(pid, int) else -1, {})[name] = value
             return True

@@ -43,7 +43,6 @@ from ...errors import WarningCode
 from ...io import Source
 from ...model import Clock, Trace
 from ..schema import validate
-from .schema import KinetoHeader
 from .reader import ChromeReader, Document, Event, looks_like_own_output, looks_unix
 
 WHAT = "PyTorch profiler (Kineto) trace"
@@ -84,6 +83,8 @@ class KinetoReader(ChromeReader):
     def on_header(self, header: dict[str, Any], doc: Document) -> None:
         if doc.is_array:
             return super().on_header(header, doc)
+        from .schema import KinetoHeader      # (not for sniffing)
+
         h = validate(KinetoHeader, header, self.what)
         meta = self.trace.meta
         if h.distributedInfo is not None:

@@ -33,7 +33,6 @@ from ...errors import TraceconvError, WarningCode
 from ...io import Source
 from ...model import Clock, Trace
 from ..schema import validate
-from .schema import MegEngineMetadata
 from .reader import ChromeReader, Document, Event, looks_like_own_output, us_to_ns
 
 WHAT = "MegEngine chrome timeline"
@@ -71,6 +70,8 @@ class MegEngineReader(ChromeReader):
         if meta is not None:
             if not isinstance(meta, dict):
                 raise TraceconvError(f"not a valid {self.what}: 'metadata' is not an object")
+            from .schema import MegEngineMetadata     # (not for sniffing)
+
             m = validate(MegEngineMetadata, meta, self.what)
             lt = m.local_time_ns()
             if lt is not None:
