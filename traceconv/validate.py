@@ -52,6 +52,7 @@ from .errors import WarningCode, clip
 from .io import GZIP_ERRORS, Source, open_source
 from .model.layout import nest
 from .model import Trace
+from .readers.chrome.reader import time_ns
 from .readers.chrome.stream import SCAN, BlockScanner, _ChunkFailure, _head_events, repair_utf8
 
 ABSURD_NS = 7 * 24 * 3600 * 10**9
@@ -168,6 +169,7 @@ class _Timed(msgspec.Struct, gc=False):
     name: _Scalar = None
     cat: _Scalar = None
     id: _Scalar = None
+    dur: msgspec.Raw = _NO_ARGS        # (its text, read as the reader reads it: :func:`_negative`)
     # (kept as text, read for metadata events only: a dict of values per event took most of the
     # memory, 1.3 GB for the bench's 1M Kineto events; any value, where an args that was not an
     # object failed the whole file's decoding and lost its examples)
@@ -227,7 +229,7 @@ class _Scan:
     all of them."""
 
     CODES = frozenset({WarningCode.UNRESOLVED_FLOW, WarningCode.REMAPPED_ID, WarningCode.UNMATCHED_BEGIN,
-                       WarningCode.UNMATCHED_END, WarningCode.UNKNOWN_PHASE})
+                       WarningCode.UNMATCHED_END, WarningCode.UNKNOWN_PHASE, WarningCode.CLAMPED_VALUE})
 
     def __init__(self, events: list[_Timed], starts: list[float] | None = None):
         self.threads: dict[tuple, str] = {}
@@ -252,6 +254,7 @@ class _Scan:
         self._ids(events)
         self._begin_end(events)
         self._phases(events)
+        self._durations(events)
 
     def where(self, e: _Timed) -> str:
         t = _num(e.ts)
@@ -306,6 +309,20 @@ class _Scan:
         for e in events:
             if e.ph not in KNOWN_PHASES:
                 self.add(WarningCode.UNKNOWN_PHASE, f"unknown phase: {self.where(e)}")
+
+    def _durations(self, events: list[_Timed]) -> None:
+        for e in events:
+            if _negative(e):
+                self.add(WarningCode.CLAMPED_VALUE, f"a negative 'dur' ({clip(bytes(e.dur).decode())} µs) "
+                                                    f"given 0: {self.where(e)}")
+
+
+def _negative(e: _Timed) -> bool:
+    """An X event whose 'dur' the reader reads as negative (and gives 0)."""
+    if e.ph != "X" or not len(e.dur):
+        return False
+    ns = time_ns(bytes(e.dur))
+    return ns is not None and ns < 0
 
 
 _NAN_LINE = re.compile(r"\b(nan|inf)\b", re.IGNORECASE)
@@ -387,6 +404,8 @@ class _ColumnPass:
                 wanted |= np.isin(ph, _BYTES["begin_end"])
             if WarningCode.UNKNOWN_PHASE in self.codes:
                 wanted |= ~np.isin(ph, _BYTES["known"])
+            if WarningCode.CLAMPED_VALUE in self.codes:
+                wanted |= (ph == ord("X")) & ((fl & SCAN.F_DUR) != 0) & (rows.dur < 0)
             if WarningCode.REMAPPED_ID in self.codes:
                 for col, flag in ((rows.pid, SCAN.F_PID), (rows.tid, SCAN.F_TID)):
                     wanted |= ((fl & flag) != 0) & ((col < 0) | (col >= 2**31))
@@ -404,7 +423,7 @@ class _ColumnPass:
                     if t is not None and e.ph not in UNTIMED:
                         extra.append((r, self.key(e.pid, e.tid), t))
                     if not (self.codes and (e.ph in _PICKED_PHASES or e.ph not in KNOWN_PHASES or
-                                            _out_of_range(e.pid) or _out_of_range(e.tid))):
+                                            _out_of_range(e.pid) or _out_of_range(e.tid) or _negative(e))):
                         continue                          # (decoded for its time only)
                 self.picked.append(e)
             if extra:
