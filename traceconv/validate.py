@@ -313,8 +313,8 @@ class _Scan:
     def _durations(self, events: list[_Timed]) -> None:
         for e in events:
             if _negative(e):
-                self.add(WarningCode.CLAMPED_VALUE, f"a negative 'dur' ({clip(bytes(e.dur).decode())} µs) "
-                                                    f"given 0: {self.where(e)}")
+                dur = clip(bytes(e.dur).decode(errors="replace"))
+                self.add(WarningCode.CLAMPED_VALUE, f"a negative 'dur' ({dur} µs) given 0: {self.where(e)}")
 
 
 def _negative(e: _Timed) -> bool:
