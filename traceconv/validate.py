@@ -153,7 +153,7 @@ def _time_bases(ts: np.ndarray) -> tuple[int, int, int] | None:
     return None
 
 
-_NO_ARGS = msgspec.Raw(b"")
+_NO_TEXT = msgspec.Raw(b"")
 
 
 # (any scalar: a field of another type, `"ph": null` or `"pid": true`, failed the decoding of the
@@ -169,11 +169,11 @@ class _Timed(msgspec.Struct, gc=False):
     name: _Scalar = None
     cat: _Scalar = None
     id: _Scalar = None
-    dur: msgspec.Raw = _NO_ARGS        # (its text, read as the reader reads it: :func:`_negative`)
+    dur: msgspec.Raw = _NO_TEXT        # (its text, read as the reader reads it: :func:`_negative`)
     # (kept as text, read for metadata events only: a dict of values per event took most of the
     # memory, 1.3 GB for the bench's 1M Kineto events; any value, where an args that was not an
     # object failed the whole file's decoding and lost its examples)
-    args: msgspec.Raw = _NO_ARGS
+    args: msgspec.Raw = _NO_TEXT
 
 
 _EVENTS = msgspec.json.Decoder(list[_Timed])
@@ -193,10 +193,13 @@ def _decode_events(data: bytes) -> list[_Timed] | None:
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None                  # (values nested thousands deep: the reader's counts stay, without examples)
     # a raw value is a view of the document's text, which it keeps alive: the metadata events'
-    # args are copied, the others' dropped, so the text can go (279 MB for 1M Kineto events)
+    # args and the negative durations are copied, the others dropped, so the text can go (279 MB
+    # for 1M Kineto events)
     for e in events:
         if e.args:
-            e.args = msgspec.Raw(bytes(e.args)) if e.ph == "M" else _NO_ARGS
+            e.args = msgspec.Raw(bytes(e.args)) if e.ph == "M" else _NO_TEXT
+        if len(e.dur):
+            e.dur = msgspec.Raw(bytes(e.dur)) if _negative(e) else _NO_TEXT
     return events
 
 
@@ -321,8 +324,8 @@ def _negative(e: _Timed) -> bool:
     """An X event whose 'dur' the reader reads as negative (and gives 0)."""
     if e.ph != "X" or not len(e.dur):
         return False
-    ns = time_ns(bytes(e.dur))
-    return ns is not None and ns < 0
+    d = bytes(e.dur)
+    return b"-" in d and (ns := time_ns(d)) is not None and ns < 0      # (no sign: not negative)
 
 
 _NAN_LINE = re.compile(r"\b(nan|inf)\b", re.IGNORECASE)
