@@ -309,6 +309,30 @@ def test_telling_formats_apart_imports_no_pydantic(tmp_path):
         "'chrome-json'] False", "False", "True"]
 
 
+def test_a_conversion_imports_no_rich_and_prints_names_as_they_are(tmp_path):
+    """convert prints lines, not tables: it imports no rich (~80 ms of a first conversion), and a
+    file's name is printed as it is, where rich's print made ``:warning:`` an emoji and a tab
+    spaces; summary's table still imports it."""
+    name = write(tmp_path, "a:warning:\tb.json", SOCCER.read_bytes())
+    code = ("import sys, runpy\n"
+            "sys.argv = ['traceconv', *sys.argv[1:]]\n"
+            "try:\n"
+            "    runpy.run_module('traceconv', run_name='__main__')\n"
+            "except SystemExit as e:\n"
+            "    print('exit', e.code, 'rich' in sys.modules, file=sys.stderr)\n")
+    args = [sys.executable, "-c", code]
+    r = subprocess.run([*args, "convert", str(name), "-o", str(tmp_path / "o.pftrace")], capture_output=True,
+                       text=True, timeout=120)
+    assert r.stdout == f"wrote {tmp_path / 'o.pftrace'} (perfetto) from {name} (mlagents): 25 slices\n"
+    assert r.stderr == "exit 0 False\n"
+    r = subprocess.run([*args, "convert", str(tmp_path / "none:warning:.json"), "-o", str(tmp_path / "n.pftrace")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout == "" and r.stderr.splitlines() == [
+        f"traceconv: error: {tmp_path / 'none:warning:.json'}: no such file", "exit 2 False"]
+    r = subprocess.run([*args, "summary", str(name), "--top", "1"], capture_output=True, text=True, timeout=120)
+    assert "env_step" in r.stdout and r.stderr == "exit 0 True\n"
+
+
 def test_names_with_a_newline_stay_on_the_error_line(tmp_path):
     """A key holding a newline (an MXNet stats fuzz case, 2026-11-25) and a file named with one: the
     error names them with the newline escaped, on one line."""

@@ -447,7 +447,7 @@ def test_cli_profiler_spans_option_and_filters():
 
 def test_cli_megengine_flops_and_bandwidth_columns(monkeypatch):
     import traceconv_cli.app as app
-    monkeypatch.setattr(app.out, "width", 200)
+    monkeypatch.setattr(app.console(), "width", 200)
     r = cli(MGE, "--top", "1")
     assert r.exit_code == 0, r.output
     assert "FLOPS" in r.stdout and "77.65 MFLOPS" in r.stdout and "20.64 MiB/s" in r.stdout
