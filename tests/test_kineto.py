@@ -177,6 +177,40 @@ def test_distributed_info_and_metadata_reach_both_outputs(tmp_path):
         assert tl.metadata["traceconv"]["rank"] == 34
 
 
+def _kineto_doc(**header) -> dict:
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5,
+               "args": {"External id": i}} for i in range(2000)]
+    return {"schemaVersion": 1, **header, "traceEvents": events, "baseTimeNanoseconds": 1700000000000000000}
+
+
+@pytest.mark.parametrize("bad, where", [({"rank": -1, "world_size": 2}, "distributedInfo.rank"),
+                                        ({"rank": 0, "world_size": 0}, "distributedInfo.world_size")])
+def test_a_header_its_schema_refuses_is_one_error(tmp_path, bad, where):
+    """The header is checked by its pydantic schema beside the reading (on a thread: pydantic's
+    import overlaps the scan): a header it refuses still ends the load in one error naming the key,
+    and no output."""
+    p = tmp_path / "bad.pt.trace.json"
+    p.write_text(json.dumps(_kineto_doc(distributedInfo=bad)))
+    with pytest.raises(traceconv.TraceconvError) as e:
+        traceconv.convert(p, tmp_path / "o.pftrace")
+    assert e.value.one_line().startswith(f"{p}: at {where}: not a valid PyTorch profiler (Kineto) trace: "), \
+        e.value.one_line()
+    assert not (tmp_path / "o.pftrace").exists()
+
+
+def test_composer_global_rank_is_the_rank_over_distributed_info(tmp_path):
+    """Composer's top-level global_rank names the rank, over distributedInfo's (applied once the
+    header's check is done)."""
+    p = tmp_path / "composer.pt.trace.json"
+    p.write_text(json.dumps(_kineto_doc(global_rank=5, distributedInfo={"rank": 3, "world_size": 8})))
+    trace = traceconv.load(p)
+    assert (trace.meta.source_format, trace.meta.rank, trace.meta.world_size) == ("composer", 5, 8)
+    p.write_text(json.dumps(_kineto_doc(distributedInfo={"rank": 3, "world_size": 8}, traceName="t")))
+    trace = traceconv.load(p)
+    assert (trace.meta.source_format, trace.meta.rank, trace.meta.world_size) == ("kineto", 3, 8)
+    assert trace.meta.extra["traceName"] == "t" and trace.meta.extra["schemaVersion"] == 1
+
+
 def test_json_output_reads_back_to_the_same_absolute_times(tmp_path):
     trace = traceconv.load(FIX / WORKER)
     nest(trace)

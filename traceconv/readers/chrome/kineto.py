@@ -32,6 +32,7 @@ What it maps where:
 from __future__ import annotations
 
 import re
+import threading
 from array import array
 from typing import Any
 
@@ -70,6 +71,33 @@ def sniff(head: bytes) -> bool:
     return False
 
 
+class _HeaderCheck:
+    """The header validated by its pydantic schema on a thread of its own, beside the reading
+    (importing pydantic takes ~0.15 s, while the converting thread waits for the scanner part of
+    the time); :meth:`result` waits for it."""
+
+    def __init__(self, header: dict[str, Any], what: str) -> None:
+        self.header = header
+        self._got: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(header, what), name="traceconv-header",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, header: dict[str, Any], what: str) -> None:
+        try:
+            from .schema import KinetoHeader      # (not for sniffing)
+            self._got = validate(KinetoHeader, header, what)
+        except BaseException as e:          # noqa: BLE001 (raised in the reading thread by result())
+            self._error = e
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._got
+
+
 class KinetoReader(ChromeReader):
     format_name = "kineto"
     what = WHAT
@@ -79,22 +107,18 @@ class KinetoReader(ChromeReader):
         # the [memory] events' values, for the memory counters made at the end (decoded as they
         # are read: the scanner's batches leave the converting thread idle part of the time)
         self._mem = _MemoryEvents()
+        self._header: _HeaderCheck | None = None
 
     def on_header(self, header: dict[str, Any], doc: Document) -> None:
         if doc.is_array:
             return super().on_header(header, doc)
-        from .schema import KinetoHeader      # (not for sniffing)
-
-        h = validate(KinetoHeader, header, self.what)
+        self._header = _HeaderCheck(header, self.what)
         meta = self.trace.meta
-        if h.distributedInfo is not None:
-            meta.rank = h.distributedInfo.rank
-            meta.world_size = h.distributedInfo.world_size
         for k, v in header.items():
             if k not in ("displayTimeUnit", "baseTimeNanoseconds", "traceName"):
                 meta.extra[k] = v
-        if h.traceName is not None:
-            meta.extra["traceName"] = h.traceName
+        if isinstance(header.get("traceName"), str):
+            meta.extra["traceName"] = header["traceName"]
 
     def time_base(self, header: dict[str, Any], events: list[Event]) -> None:
         base = header.get("baseTimeNanoseconds")
@@ -122,6 +146,11 @@ class KinetoReader(ChromeReader):
                       [bytes(text[e - n:e]) for e, n in zip(ends[rows].tolist(), lens[rows].tolist())])
 
     def finish(self) -> None:
+        if self._header is not None:
+            h = self._header.result()
+            if h.distributedInfo is not None:
+                self.trace.meta.rank = h.distributedInfo.rank
+                self.trace.meta.world_size = h.distributedInfo.world_size
         self._devices()
         self._memory_counters()
         mark_profiler_spans(self.trace)
