@@ -54,6 +54,10 @@ MB = 1e6
 FLOOR_EXACT_BYTES = 10e6
 # Perfetto's trace processor (the engine of ui.perfetto.dev), next to the repository, when it is there
 TRACE_PROCESSOR = HERE.parent.parent / "shared" / "bin" / "trace_processor_shell"
+# real PyTorch profiler traces made by the real tool (SOURCES.md there), when they are there: the
+# biggest of them, against gunzip + json.loads (no target; what users' files of tens of MB meet)
+SAMPLES = HERE.parent.parent / "shared" / "samples" / "kineto"
+REAL_MIN_BYTES = 1_000_000
 
 CHILD = r"""
 import gc, gzip, json, resource, sys, time
@@ -450,6 +454,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--rank-events", default="250k")
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--no-merge", action="store_true")
+    ap.add_argument("--no-real", action="store_true", help="skip the real traces of ../shared/samples")
     ap.add_argument("--verify", action="store_true", help="decode the outputs and count wrong durations")
     ap.add_argument("--json", metavar="OUT", help="save all figures to this JSON file")
     ap.add_argument("--cold-start-here", action="store_true",
@@ -481,6 +486,7 @@ def main() -> None:
         size_targets(row, target)
     linear = growth(rows, startup, target) if len(rows) > 1 else []
     merge = None if a.no_merge else measure_merge(a, target)
+    real = None if a.no_real else measure_real(a)
 
     print("\n== cold start", flush=True)
     python = Path(sys.executable)
@@ -511,6 +517,7 @@ def main() -> None:
     if a.json:
         Path(a.json).write_text(json.dumps({"machine": machine, "repeat": a.repeat, "startup": startup,
                                             "cold_start": cold, "sizes": rows, "linear": linear, "merge": merge,
+                                            "real": real,
                                             "summary": summary}, indent=1) + "\n")
         print(f"figures saved to {a.json}")
 
@@ -686,6 +693,32 @@ def measure_merge(a: argparse.Namespace, target) -> dict:
     target(f"merge {a.ranks} x {a.rank_events}: time / json.loads of all", f"{x:.2f} x", "<= 0.35 x", x <= 0.35)
     target(f"merge {a.ranks} x {a.rank_events}: uses both cores (CPU / wall)", f"{cores:.2f}", "> 1.0", cores > 1.0)
     return {"ranks": a.ranks, "rank_events": n, "input_bytes": inp, "jsonloads": base, "merge": ours}
+
+
+def measure_real(a: argparse.Namespace) -> list[dict] | None:
+    """Converting the real PyTorch traces of ../shared/samples/kineto above REAL_MIN_BYTES (HTA's
+    H100 traces), each gzipped as it comes, against gunzip + json.loads: at tens of MB a process's
+    fixed cost (imports, the header's schema) is a larger share than at the bench's 279 MB."""
+    files = sorted((p for p in SAMPLES.glob("*.json.gz") if p.stat().st_size >= REAL_MIN_BYTES),
+                   key=lambda p: -p.stat().st_size) if SAMPLES.is_dir() else []
+    if not files:
+        return None
+    print("\nmeasuring the real traces...", flush=True)
+    jobs = {}
+    for i, f in enumerate(files):
+        jobs[f"jsonloads{i}"] = ("jsonloads", f)
+        jobs[f"convert{i}"] = ("convert", f, DATA / f"real{i}.pftrace")
+    m = alternate(jobs, a.repeat)
+    print("== real PyTorch traces (../shared/samples/kineto, gzipped), convert against gunzip + json.loads (gc off)")
+    rows = []
+    for i, f in enumerate(files):
+        size = len(gzip.decompress(f.read_bytes()))
+        base, ours = m[f"jsonloads{i}"], m[f"convert{i}"]
+        x = ours["seconds"] / base["seconds"]
+        print(f"  {f.name} ({size / MB:.0f} MB of JSON): {ours['seconds']:.2f} s = {x:.2f} x ({base['seconds']:.2f} s); "
+              f"peak RSS {ours['maxrss'] / MB:.0f} MB against {base['maxrss'] / MB:.0f} MB", flush=True)
+        rows.append({"file": f.name, "json_bytes": size, "jsonloads": base, "convert": ours})
+    return rows
 
 
 if __name__ == "__main__":
