@@ -211,6 +211,23 @@ def test_composer_global_rank_is_the_rank_over_distributed_info(tmp_path):
     assert trace.meta.extra["traceName"] == "t" and trace.meta.extra["schemaVersion"] == 1
 
 
+def test_the_header_s_check_holds_on_the_repairing_path(tmp_path):
+    """A trailing comma in the events: the stream gives up and the whole-document path reads the
+    file again, a new reader with a check of its own: the rank still comes from the checked header,
+    and a header the schema refuses is still the error."""
+    text = json.dumps(_kineto_doc(distributedInfo={"rank": 3, "world_size": 8}))
+    broken = text.replace('"dur": 5, "args": {"External id": 7}}', '"dur": 5, "args": {"External id": 7},}')
+    assert broken != text
+    p = tmp_path / "broken.pt.trace.json"
+    p.write_text(broken)
+    trace = traceconv.load(p)
+    assert (trace.meta.rank, trace.meta.world_size, len(trace.slices)) == (3, 8, 1999)
+    assert {w.code.value: w.count for w in trace.diagnostics.warnings} == {"dropped-event": 1, "note": 1}
+    p.write_text(broken.replace('"rank": 3', '"rank": -3'))
+    with pytest.raises(traceconv.TraceconvError, match="at distributedInfo.rank: not a valid"):
+        traceconv.load(p)
+
+
 def test_json_output_reads_back_to_the_same_absolute_times(tmp_path):
     trace = traceconv.load(FIX / WORKER)
     nest(trace)
