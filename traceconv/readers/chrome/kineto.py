@@ -24,7 +24,8 @@ What it maps where:
   top-level keys (``trace_id``, ``host_name``, ``record_shapes``, ...) go to the trace metadata;
   rank/world size to ``trace.meta.rank``/``world_size``.  The header is validated with
   :class:`traceconv.readers.chrome.schema.KinetoHeader` (``schemaVersion`` is optional: HTA-trimmed files
-  lack it).
+  lack it), on a thread beside the reading (:class:`_HeaderCheck`): what needs the checked model is
+  applied when the reader finishes.
 * The old bare-array writer of ``torch.autograd.profiler`` (pids ``"CPU functions"`` /
   ``"CUDA functions"``) reads through the same path.
 """
