@@ -493,6 +493,19 @@ def test_validate_of_a_ts_past_a_double():
     assert got["unmatched B/E"] == ("problem", 1, ["a begin without an end: 'open' (B) at +0.000 ms on pid 1 tid 1"])
 
 
+def test_validate_of_an_end_at_negative_zero():
+    """A Composer array whose E event is at ``-0.0`` µs (a campaign of 2026-11-27, seed 20261181):
+    the column pass reads it as 0 ns, so its clock starts at 0.0, and the example read "+-0.000 ms"
+    where decoding every event (whose clock starts at -0.0) read "+0.000 ms".  Both read +0.000."""
+    from traceconv.validate import validate
+    path = FUZZ / "validate_ts_negative_zero.json"
+    assert scanner.column_pass(path.read_bytes(), random.Random(0)) is None
+    got = {f.check: f.examples for f in validate(path).findings}
+    assert got["unmatched B/E"] == ["an end without a begin: 'callback/x/event/epoch' (E) at +0.000 ms on pid 0 tid 0",
+                                    "a begin without an end: 'callback/x/event/epoch' (B) at +9999.376 ms on pid 0 "
+                                    "tid 0"]
+
+
 def test_the_runner_flags_what_breaks_the_contract(tmp_path, monkeypatch):
     """The contract's checks themselves (the CLI stubbed): a traceback, an exit 2 of two lines, and
     a summary printed for an input the conversion refused each fail their run; one error line

@@ -269,7 +269,9 @@ class _Scan:
     def where(self, e: _Timed) -> str:
         t = _num(e.ts)
         start = self.starts[max(bisect.bisect_right(self.starts, t) - 1, 0)] if t is not None else 0.0
-        when = f"+{(t - start) / 1e3:.3f} ms" if t is not None else "no time"
+        # (signed: a metadata event may come before its clock's first timed event; + 0.0 makes a
+        # -0.0, an event at -0.0 µs on a clock starting at 0, "+0.000", not "+-0.000")
+        when = f"{(t - start) / 1e3 + 0.0:+.3f} ms" if t is not None else "no time"
         thread = self.threads.get((e.pid, e.tid))
         who = f"pid {clip(str(e.pid))} tid {clip(str(e.tid))}" + (f" '{clip(str(thread))}'" if thread else "")
         return f"'{clip('' if e.name is None else str(e.name))}' ({clip(str(e.ph))}) at {when} on {who}"
