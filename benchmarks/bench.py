@@ -697,7 +697,7 @@ def measure_merge(a: argparse.Namespace, target) -> dict:
 
 def measure_real(a: argparse.Namespace) -> list[dict] | None:
     """Converting the real PyTorch traces of ../shared/samples/kineto above REAL_MIN_BYTES (HTA's
-    H100 traces), each gzipped as it comes, against gunzip + json.loads: at tens of MB a process's
+    V100 and A100 traces), each gzipped as it comes, against gunzip + json.loads: at tens of MB a process's
     fixed cost (imports, the header's schema) is a larger share than at the bench's 279 MB."""
     files = sorted((p for p in SAMPLES.glob("*.json.gz") if p.stat().st_size >= REAL_MIN_BYTES),
                    key=lambda p: -p.stat().st_size) if SAMPLES.is_dir() else []
