@@ -310,7 +310,7 @@ def test_telling_formats_apart_imports_no_pydantic(tmp_path):
 
 
 def test_a_conversion_imports_no_rich_and_prints_names_as_they_are(tmp_path):
-    """convert prints lines, not tables: it imports no rich (~80 ms of a first conversion), and a
+    """convert prints lines, not tables: it imports no rich (0.04 s of a first conversion), and a
     file's name is printed as it is, where rich's print made ``:warning:`` an emoji and a tab
     spaces; summary's table still imports it."""
     name = write(tmp_path, "a:warning:\tb.json", SOCCER.read_bytes())

@@ -30,7 +30,7 @@ from ...errors import WarningCode
 from ...io import Source, open_source
 from ...model import Clock, Trace
 from ..schema import validate
-from .reader import ChromeReader, Event, looks_like_own_output, time_ns, timed_ns
+from .reader import ChromeReader, Document, Event, looks_like_own_output, time_ns, timed_ns
 from .kineto import KinetoReader, read_header
 
 WHAT = "Composer profiler trace"
@@ -64,11 +64,16 @@ class ComposerTorchReader(KinetoReader):
     format_name = "composer"
     what = "Composer torch-profiler trace"
 
+    _global_rank: Any = None
+
+    def on_header(self, header: dict[str, Any], doc: Document) -> None:
+        super().on_header(header, doc)
+        self._global_rank = header.get("global_rank")
+
     def finish(self) -> None:
         super().finish()                         # (the rank of distributedInfo, which global_rank overrides)
-        gr = self._header.header.get("global_rank") if self._header is not None else None
-        if isinstance(gr, int):
-            self.trace.meta.rank = gr
+        if isinstance(self._global_rank, int):
+            self.trace.meta.rank = self._global_rank
 
 
 class ComposerReader(ChromeReader):

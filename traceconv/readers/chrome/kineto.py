@@ -24,8 +24,8 @@ What it maps where:
   top-level keys (``trace_id``, ``host_name``, ``record_shapes``, ...) go to the trace metadata;
   rank/world size to ``trace.meta.rank``/``world_size``.  The header is validated with
   :class:`traceconv.readers.chrome.schema.KinetoHeader` (``schemaVersion`` is optional: HTA-trimmed files
-  lack it), on a thread beside the reading (:class:`_HeaderCheck`): what needs the checked model is
-  applied when the reader finishes.
+  lack it), on a thread beside the reading: what needs the checked model is applied when the
+  reader finishes.
 * The old bare-array writer of ``torch.autograd.profiler`` (pids ``"CPU functions"`` /
   ``"CUDA functions"``) reads through the same path.
 """
@@ -33,8 +33,8 @@ What it maps where:
 from __future__ import annotations
 
 import re
-import threading
 from array import array
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import msgspec
@@ -72,31 +72,9 @@ def sniff(head: bytes) -> bool:
     return False
 
 
-class _HeaderCheck:
-    """The header validated by its pydantic schema on a thread of its own, beside the reading
-    (importing pydantic takes ~0.15 s, while the converting thread waits for the scanner part of
-    the time); :meth:`result` waits for it."""
-
-    def __init__(self, header: dict[str, Any], what: str) -> None:
-        self.header = header
-        self._got: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(header, what), name="traceconv-header",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, header: dict[str, Any], what: str) -> None:
-        try:
-            from .schema import KinetoHeader      # (not for sniffing)
-            self._got = validate(KinetoHeader, header, what)
-        except BaseException as e:          # noqa: BLE001 (raised in the reading thread by result())
-            self._error = e
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._got
+def _checked_header(header: dict[str, Any], what: str) -> Any:
+    from .schema import KinetoHeader      # (not for sniffing)
+    return validate(KinetoHeader, header, what)
 
 
 class KinetoReader(ChromeReader):
@@ -108,18 +86,19 @@ class KinetoReader(ChromeReader):
         # the [memory] events' values, for the memory counters made at the end (decoded as they
         # are read: the scanner's batches leave the converting thread idle part of the time)
         self._mem = _MemoryEvents()
-        self._header: _HeaderCheck | None = None
+        self._header: Future | None = None         # the header's check (on_header)
 
     def on_header(self, header: dict[str, Any], doc: Document) -> None:
         if doc.is_array:
             return super().on_header(header, doc)
-        self._header = _HeaderCheck(header, self.what)
-        meta = self.trace.meta
+        # checked by its pydantic schema on a thread beside the reading: importing pydantic (~0.15 s)
+        # runs while the converting thread waits for the scanner; finish() takes the result
+        pool = ThreadPoolExecutor(1, thread_name_prefix="traceconv-header")
+        self._header = pool.submit(_checked_header, header, self.what)
+        pool.shutdown(wait=False)
         for k, v in header.items():
             if k not in ("displayTimeUnit", "baseTimeNanoseconds", "traceName"):
-                meta.extra[k] = v
-        if isinstance(header.get("traceName"), str):
-            meta.extra["traceName"] = header["traceName"]
+                self.trace.meta.extra[k] = v
 
     def time_base(self, header: dict[str, Any], events: list[Event]) -> None:
         base = header.get("baseTimeNanoseconds")
@@ -148,10 +127,13 @@ class KinetoReader(ChromeReader):
 
     def finish(self) -> None:
         if self._header is not None:
-            h = self._header.result()
+            h = self._header.result()               # (a header the schema refuses raises here)
+            meta = self.trace.meta
             if h.distributedInfo is not None:
-                self.trace.meta.rank = h.distributedInfo.rank
-                self.trace.meta.world_size = h.distributedInfo.world_size
+                meta.rank = h.distributedInfo.rank
+                meta.world_size = h.distributedInfo.world_size
+            if h.traceName is not None:
+                meta.extra["traceName"] = h.traceName
         self._devices()
         self._memory_counters()
         mark_profiler_spans(self.trace)
