@@ -219,26 +219,30 @@ class ReadPaths:
         blocks = iter(blocks)
         # the time base is judged from the first 2000 events (as on the whole-document path):
         # read blocks until they hold that many, or the array ends
+        # (the blocks gathered in a bytearray, copied out to scan only when their text has doubled:
+        # linear time; `bytes += block` copied the head so far for every block)
+        gathered = bytearray()
         head = b""
         status = SCAN.MORE
         sample: Rows | None = None
         n = 0
-        scanned = 0
         # the scanner's strings not yet given model ids, in id order (the sample's, first)
         pending: list[str] = []
         for block in blocks:
-            head += bytes(block)
-            if len(head) < 2 * scanned:
-                continue                     # rescan only when the head has doubled: linear time
-            scanned = len(head)
+            gathered += block
+            if len(gathered) < 2 * len(head):
+                continue
+            head = bytes(gathered)
             sample, n, _, status, new = _scan(head, 0, 2000, strings)
             pending += new
             if status != SCAN.MORE:
                 break
         else:
-            if head:
+            if len(gathered) != len(head):   # blocks gathered since the last scan
+                head = bytes(gathered)
                 sample, n, _, status, new = _scan(head, 0, 2000, strings)
                 pending += new
+        del gathered
         self._first = self._decode_rows(head, sample, np.arange(n)) \
             if status != SCAN.BAD and sample is not None else []
         self._pending_strings = pending
