@@ -185,9 +185,8 @@ class ReadPaths:
                         stream = itertools.chain([head[pos:]], blocks)
                         del head                           # only the stream holds text now, a block at a time
                         self._scan_blocks({**header, **guess}, is_array, stream)
-                        tail = self._tail if self._tail is not None else b""
-                        for block in blocks:           # what follows the array
-                            tail += block
+                        # what follows the array (joined once: `+=` copied it for every block)
+                        tail = b"".join([self._tail or b"", *blocks])
                         full = {**header, **_parse_tail(tail, is_array)}
                         delta = 0
                         if full != {**header, **guess}:
