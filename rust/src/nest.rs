@@ -91,6 +91,7 @@ const UNSEEN: i64 = i64::MIN;
 /// lists through the slices); else an error names the first index out of range or seen twice.
 /// The caller's `parent` may hold anything: it is filled (with a mark of the slices not placed
 /// yet, which finds an index seen twice at no extra cost).
+#[allow(clippy::too_many_arguments)]
 pub fn nest_kernel(
     ts: &[i64],
     dur: &[i64],
@@ -99,6 +100,7 @@ pub fn nest_kernel(
     depth: &mut [i32],
     parent: &mut [i64],
     lane: &mut [i32],
+    wide_from: usize,
 ) -> Result<(), String> {
     let n = ts.len();
     if order.len() != n
@@ -137,8 +139,11 @@ pub fn nest_kernel(
     let below = &mut below[..n];
     let mut lane_top: Vec<u32> = Vec::with_capacity(4); // the current track's lanes: top slice
     let mut cur: Option<i32> = None;
+    let mut run = 0; // where the current track's slices start in `order`
+    let mut wide: Option<Wide> = None; // the current track's trees, once it has many lanes
+    let mut leaf_of: Vec<u32> = Vec::new(); // each slice's leaf in its track's `Open` tree
     parent.fill(UNSEEN);
-    for &o in order {
+    for (p, &o) in order.iter().enumerate() {
         let i = match usize::try_from(o) {
             Ok(i) if i < n && parent[i] == UNSEEN => i,
             _ => {
@@ -152,9 +157,31 @@ pub fn nest_kernel(
             cur = Some(t);
             lane_top.clear();
             lane_top.push(NONE);
+            run = p;
+            wide = None;
         }
         let start = ts[i];
         let e = end(i as u32);
+        if wide.is_none() && lane_top.len() > wide_from {
+            if leaf_of.is_empty() {
+                leaf_of = vec![0u32; n];
+            }
+            let m = order[run..]
+                .iter()
+                .take_while(|&&q| usize::try_from(q).is_ok_and(|q| q < n && track[q] == t))
+                .count();
+            wide = Some(Wide::new(&order[run..run + m], &lane_top, below, &mut leaf_of, &end, ts, depth));
+        }
+        if let Some(w) = wide.as_mut() {
+            let (k, top, best) = w.place(i as u32, start, e, &mut lane_top, below, &leaf_of, &end);
+            depth[i] = if top != NONE { depth[top as usize] + 1 } else { 0 };
+            parent[i] = if best != NONE { best as i64 } else { -1 };
+            below[i] = top;
+            lane_top[k] = i as u32;
+            lane[i] = k as i32;
+            w.open.set(leaf_of[i] as usize, open_key(ts[i], k, depth[i]));
+            continue;
+        }
         let mut k = NONE;
         let mut best = NONE;
         for (j, slot) in lane_top.iter_mut().enumerate() {
@@ -199,6 +226,221 @@ pub fn nest_kernel(
     Ok(())
 }
 
+/// Lanes from which a track is placed with [`Wide`]'s trees.  Below it the loop over the lanes
+/// is the faster (the bench's tracks have 1-3 lanes); past it each slice costs O(log) instead of
+/// a visit of every lane, and of every lane's stack down to its innermost enclosing slice (80k
+/// slices, each partly overlapping all the others: 80k lanes, 9.4 s in that loop).
+const WIDE_FROM: usize = 32;
+
+/// An empty lane in [`Lanes`]: it takes any slice and has nothing to close.
+const EMPTY: i128 = i128::MAX;
+
+/// The end of each lane's top slice ([`EMPTY`]: none), the minimum and maximum of each node's
+/// leaves: the leftmost lane a slice nests on, and the lanes whose top has ended, in O(log lanes).
+/// Leaves past the lanes in use are empty, so the leftmost fit past them is the next new lane.
+struct Lanes {
+    cap: usize,
+    min: Vec<i128>,
+    max: Vec<i128>,
+}
+
+impl Lanes {
+    fn new(lanes: usize) -> Self {
+        let cap = (2 * lanes).next_power_of_two();
+        Lanes { cap, min: vec![EMPTY; 2 * cap], max: vec![EMPTY; 2 * cap] }
+    }
+
+    fn set(&mut self, j: usize, v: i128) {
+        let mut x = j + self.cap;
+        self.min[x] = v;
+        self.max[x] = v;
+        while x > 1 {
+            x >>= 1;
+            self.min[x] = self.min[2 * x].min(self.min[2 * x + 1]);
+            self.max[x] = self.max[2 * x].max(self.max[2 * x + 1]);
+        }
+    }
+
+    /// The leftmost lane whose value is at least `e` (an empty one, or one whose top ends at or
+    /// after `e`); None when every leaf is a lane in use that ends before.
+    fn first_at_least(&self, e: i128) -> Option<usize> {
+        if self.max[1] < e {
+            return None;
+        }
+        let mut x = 1;
+        while x < self.cap {
+            x = if self.max[2 * x] >= e { 2 * x } else { 2 * x + 1 };
+        }
+        Some(x - self.cap)
+    }
+
+    /// The leftmost lane whose top ended at or before `s`.
+    fn first_at_most(&self, s: i128) -> Option<usize> {
+        if self.min[1] > s {
+            return None;
+        }
+        let mut x = 1;
+        while x < self.cap {
+            x = if self.min[2 * x] <= s { 2 * x } else { 2 * x + 1 };
+        }
+        Some(x - self.cap)
+    }
+}
+
+/// No open slice at a leaf of [`Open`].
+const CLOSED: i128 = i128::MIN;
+
+/// The open slice the rule takes as parent, ordered: the later start, then the lower lane, then
+/// the deeper on its lane (unique among open slices: one per lane and depth).
+fn open_key(start: i64, lane: usize, depth: i32) -> i128 {
+    ((start as i128) << 64) | (((u32::MAX - lane as u32) as i128) << 32) | depth as u32 as i128
+}
+
+/// The open slices of a track, a leaf per slice of the track in the order of their ends: the
+/// parent of a slice ending at `e` is the greatest [`open_key`] among the leaves from the first
+/// end `>= e` on, found in O(log slices).
+struct Open {
+    cap: usize,
+    key: Vec<i128>,
+    leaf: Vec<u32>, // the leaf of each node's greatest key
+    ends: Vec<i64>, // the leaves' ends, ascending
+    slice: Vec<u32>, // the leaves' slices
+}
+
+impl Open {
+    fn set(&mut self, at: usize, k: i128) {
+        let mut x = at + self.cap;
+        self.key[x] = k;
+        while x > 1 {
+            x >>= 1;
+            let (a, b) = (2 * x, 2 * x + 1);
+            let c = if self.key[a] >= self.key[b] { a } else { b };
+            self.key[x] = self.key[c];
+            self.leaf[x] = self.leaf[c];
+        }
+    }
+
+    /// The open slice with the greatest key among those ending at or after `e`, if any.
+    fn enclosing(&self, e: i64) -> Option<u32> {
+        let (mut l, mut r) = (self.ends.partition_point(|&x| x < e) + self.cap, 2 * self.cap);
+        let (mut best, mut at) = (CLOSED, 0);
+        while l < r {
+            if l & 1 == 1 {
+                if self.key[l] > best {
+                    (best, at) = (self.key[l], self.leaf[l]);
+                }
+                l += 1;
+            }
+            if r & 1 == 1 {
+                r -= 1;
+                if self.key[r] > best {
+                    (best, at) = (self.key[r], self.leaf[r]);
+                }
+            }
+            l >>= 1;
+            r >>= 1;
+        }
+        (best != CLOSED).then(|| self.slice[at as usize])
+    }
+}
+
+/// A track with many lanes: [`Lanes`] over its lanes and [`Open`] over its slices, made from the
+/// lanes' stacks as they are when the track gets there (the stacks stay the truth; the trees
+/// follow them).
+struct Wide {
+    lanes: Lanes,
+    open: Open,
+}
+
+impl Wide {
+    /// `slices`: the track's slices (its run of `order`); `leaf_of` gets each one's leaf.
+    fn new(
+        slices: &[i64],
+        lane_top: &[u32],
+        below: &[u32],
+        leaf_of: &mut [u32],
+        end: &impl Fn(u32) -> i64,
+        ts: &[i64],
+        depth: &[i32],
+    ) -> Self {
+        let mut by_end: Vec<(i64, u32)> = slices.iter().map(|&q| (end(q as u32), q as u32)).collect();
+        by_end.sort_unstable();
+        let cap = by_end.len().next_power_of_two();
+        for (k, &(_, q)) in by_end.iter().enumerate() {
+            leaf_of[q as usize] = k as u32;
+        }
+        let mut leaf = vec![0u32; 2 * cap];
+        for (k, l) in leaf[cap..].iter_mut().enumerate() {
+            *l = k as u32;
+        }
+        let mut open = Open {
+            cap,
+            key: vec![CLOSED; 2 * cap],
+            leaf,
+            ends: by_end.iter().map(|x| x.0).collect(),
+            slice: by_end.iter().map(|x| x.1).collect(),
+        };
+        for x in (1..cap).rev() {
+            open.leaf[x] = open.leaf[2 * x];
+        }
+        let mut lanes = Lanes::new(lane_top.len());
+        for (j, &top) in lane_top.iter().enumerate() {
+            if top != u32::MAX {
+                lanes.set(j, end(top) as i128);
+            }
+            let mut x = top;
+            while x != u32::MAX {
+                open.set(leaf_of[x as usize] as usize, open_key(ts[x as usize], j, depth[x as usize]));
+                x = below[x as usize];
+            }
+        }
+        Wide { lanes, open }
+    }
+
+    /// Closes what ended by `start`, then finds slice `i`'s lane (growing the lanes when it takes
+    /// a new one), the top of that lane's stack, and its parent: (lane, top, parent), as the loop
+    /// over the lanes finds them.
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &mut self,
+        _i: u32,
+        start: i64,
+        e: i64,
+        lane_top: &mut Vec<u32>,
+        below: &[u32],
+        leaf_of: &[u32],
+        end: &impl Fn(u32) -> i64,
+    ) -> (usize, u32, u32) {
+        while let Some(j) = self.lanes.first_at_most(start as i128) {
+            let top = lane_top[j];
+            self.open.set(leaf_of[top as usize] as usize, CLOSED);
+            let next = below[top as usize];
+            lane_top[j] = next;
+            self.lanes.set(j, if next == u32::MAX { EMPTY } else { end(next) as i128 });
+        }
+        let best = self.open.enclosing(e).unwrap_or(u32::MAX);
+        let k = match self.lanes.first_at_least(e as i128) {
+            Some(k) => k,
+            None => {
+                // every leaf a lane in use, none that fits: twice the leaves
+                let mut grown = Lanes::new(self.lanes.cap);
+                for (j, &top) in lane_top.iter().enumerate() {
+                    if top != u32::MAX {
+                        grown.set(j, end(top) as i128);
+                    }
+                }
+                self.lanes = grown;
+                lane_top.len()
+            }
+        };
+        if k == lane_top.len() {
+            lane_top.push(u32::MAX);
+        }
+        self.lanes.set(k, e as i128);
+        (k, lane_top[k], best)
+    }
+}
+
 type Nested<'py> = (
     Bound<'py, PyArray1<i32>>,
     Bound<'py, PyArray1<i64>>,
@@ -209,13 +451,18 @@ type Nested<'py> = (
 ///
 /// Lane 0 is the slice's own track, 1, 2, ... its overlap lanes.  `order` must be a permutation
 /// of the slices sorted by (track, start, longer first, input order).
+///
+/// `wide_from`: a track with more lanes than this is placed with the trees of [`Wide`] from then
+/// on (the same result; tests lower it to check that).
 #[pyfunction]
+#[pyo3(signature = (ts, dur, track, order, wide_from = WIDE_FROM))]
 fn nest<'py>(
     py: Python<'py>,
     ts: Column<'py, i64>,
     dur: Column<'py, i64>,
     track: Column<'py, i32>,
     order: Column<'py, i64>,
+    wide_from: usize,
 ) -> PyResult<Nested<'py>> {
     let (ts, dur, track, order) = (column(&ts), column(&dur), column(&track), column(&order));
     let n = ts.len();
@@ -241,6 +488,7 @@ fn nest<'py>(
                 &mut depth,
                 &mut parent,
                 &mut lane,
+                wide_from,
             )?;
             Ok::<_, String>((depth, parent, lane))
         })
