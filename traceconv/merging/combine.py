@@ -191,12 +191,18 @@ def _rank_tracks(dst: Trace, src: Trace, rank: int, lanes: bool) -> np.ndarray:
                 tmap[t.id] = dst.track(TrackKind.COUNTER, name, proc, unit=t.unit, series=t.series).id
             else:
                 tmap[t.id] = dst.new_track(t.kind, name, proc).id
+    labels = None
     for t in src.tracks:                       # (a lane comes after its track)
         if t.kind is TrackKind.LANE and t.parent is not None:
             base = t
             while base.kind is TrackKind.LANE and base.parent is not None:
                 base = src.tracks[base.parent]
-            tmap[t.id] = dst.add_lane(dst.tracks[tmap[base.id]], t.lane).id if lanes else tmap[base.id]
+            if not lanes:
+                tmap[t.id] = tmap[base.id]
+                continue
+            if labels is None:                 # (the rank's threads, all made above)
+                labels = dst.thread_labels(q.id for q in pmap.values())
+            tmap[t.id] = dst.add_lane(dst.tracks[tmap[base.id]], t.lane, labels).id
     return tmap
 
 

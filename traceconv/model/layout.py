@@ -79,9 +79,10 @@ def nest(trace: Trace) -> None:
         first = np.full(len(uniq), n, np.int64)
         np.minimum.at(first, inv, pos[lanes])
         made = np.empty(len(uniq), np.int32)
+        labels = trace.thread_labels(p.id for p in trace.processes)    # (no lane adds a thread)
         for u in np.argsort(first, kind="stable").tolist():
             t, k = int(uniq[u] >> 32), int(uniq[u] & 0xFFFF_FFFF)
-            made[u] = trace.add_lane(trace.tracks[t], k).id
+            made[u] = trace.add_lane(trace.tracks[t], k, labels).id
             moved[t] = 0
         new_track = track.copy()
         new_track[lanes] = made[inv]
