@@ -221,6 +221,40 @@ def test_generated_ranks_with_skew_align_by_collectives(tmp_path):
     assert not any("--" in m for m in notes)
 
 
+def _relative_rank(path: Path, rank: int, late_us: int) -> None:
+    """A rank whose clock starts at 0 (no Unix times): a step from 0, and 20 all-reduce kernels
+    whose records come ``late_us`` later on this rank's clock than on rank 0's."""
+    kernel = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+    events = [{"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "ts": 0, "dur": 2_500,
+               "pid": 1, "tid": 1}]
+    events += [{"ph": "X", "name": kernel, "cat": "kernel", "ts": 10 + 100 * k + late_us, "dur": 50,
+                "pid": 0, "tid": 7, "args": {"Collective name": "allreduce"}} for k in range(20)]
+    path.write_text(json.dumps({"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": 2},
+                                "traceEvents": events}))
+
+
+@pytest.mark.parametrize("out", ["run.pftrace", "run.json"])
+def test_ranks_whose_clocks_start_at_zero_are_moved_later_as_one_when_one_would_start_before_it(tmp_path, out):
+    """Rank 1's collectives come 3 us later on its clock than rank 0's, so its offset is -3 us and
+    its first event would fall at -3 us: the .pftrace's writer raised an internal error, and the
+    JSON's negative time was an event trace_processor drops (an error stat).  Every rank's offset
+    now grows by 3 us, with a note: the times start at 0, the ranks' kernels line up, both
+    outputs load with no error."""
+    files = [tmp_path / "rank0.pt.trace.json", tmp_path / "rank1.pt.trace.json"]
+    _relative_rank(files[0], 0, 0)
+    _relative_rank(files[1], 1, 3)
+    res = traceconv.merge(files, tmp_path / out)
+    assert [(a.rank, a.offset_ns) for a in res.alignments] == [(0, 3_000), (1, 0)]
+    assert [str(w) for w in res.warnings if "moved" in str(w)] == [
+        "note: times were moved 3000 ns later so that none is negative (a rank's clock offset put its "
+        "first event before 0) (1)"]
+    tp.assert_loads(tmp_path / out)
+    rows = tp.query(tmp_path / out, "select min(s.ts) as first, max(s.ts) as last, count(*) as n from slice s "
+                                    "where s.name like 'ncclKernel%' group by s.track_id order by first")
+    assert [(r["first"], r["last"], r["n"]) for r in rows] == [(13_000, 1_913_000, 20)] * 2
+    assert tp.query(tmp_path / out, "select min(ts) as t from slice")[0]["t"] == 0
+
+
 def test_a_window_named_after_slices_none_of_which_is_kept_is_one_error_line(tmp_path):
     # (found by the fuzz campaign of 2026-11-26, seed 20261141: "a" was a slice of 1 us that
     # --min-dur 5us dropped, its name still a string of the merged trace: a traceback, exit 70)

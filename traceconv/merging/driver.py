@@ -216,7 +216,26 @@ class _Run:
         m.meta.clock = Clock.UNIX if all(it.trace.meta.clock is Clock.UNIX for it, _, _ in self.kept) \
             else Clock.RELATIVE
         m.meta.world_size = max([it.trace.meta.world_size or 0 for it, _, _ in self.kept] + [max(by_rank) + 1])
+        self.no_time_before_zero(alignments)
         return alignments
+
+    def no_time_before_zero(self, alignments: dict[int, Alignment]) -> None:
+        """No time of the merged trace may be negative (the model's domain; Perfetto drops such
+        events).  When an offset moves a rank's first event before 0 -- ranks whose clocks start
+        at 0, one of them found ahead of the reference by the collectives -- every rank's offset
+        grows by the same amount, so the ranks stay aligned, and a note says by how much (as the
+        loader moves the times of one such trace); the merged times are then no Unix times."""
+        firsts = [it.time_range[0] + alignments[r].offset_ns for it, r, _ in self.kept if it.time_range]
+        low = min(firsts, default=0)
+        if low >= 0:
+            return
+        for a in alignments.values():
+            a.offset_ns -= low
+            if a.bounds_ns is not None:
+                a.bounds_ns = (a.bounds_ns[0] - low, a.bounds_ns[1] - low)
+        self.merged.meta.clock = Clock.RELATIVE
+        self.merged.diagnostics.warn(WarningCode.NOTE, f"times were moved {-low} ns later so that none is "
+                                     "negative (a rank's clock offset put its first event before 0)", 1)
 
     def finish(self, alignments: dict[int, Alignment]) -> None:
         m = self.merged
