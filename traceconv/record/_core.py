@@ -472,7 +472,8 @@ def start(path: str | os.PathLike[str] | None = None, *, buffer: int = 1 << 16,
     """Start recording into ``path`` (``.pftrace``; ``.json`` / ``.json.gz`` for Chrome JSON).
 
     * ``buffer``: events per thread held before they are written (the .pftrace grows by one
-      self-contained chunk per flush, so memory stays bounded and a crash loses at most this).
+      self-contained chunk per flush, so memory stays bounded and a crash loses at most this,
+      and the spans that wait for the end of a flow they start: see ``_sink.PftraceSink._hold``).
     * ``ring_seconds``: keep only the last N seconds in memory and write them (the whole file,
       replaced) on :func:`flush` and at :func:`stop` -- for always-on recording; ``buffer`` then
       caps the events kept per thread (past it the oldest go, counted in the trace's warnings).

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,9 @@ def make_sink(rec: "_core.Recorder") -> Any:
     return PftraceSink(rec)
 
 
+HOLD_EVENTS = 1 << 14      # flow spans a stream keeps for a later chunk, at most (see PftraceSink._hold)
+
+
 class PftraceSink:
     """Appends a self-contained chunk of packets per flush."""
 
@@ -208,9 +212,63 @@ class PftraceSink:
         self.unlinked_flows = 0
         self.chunks = 0
         self.events = 0
+        self.held: list[tuple[Any, tuple]] = []   # (thread, flow span) kept for a later chunk
         _warm_up()
 
+    def _hold(self, taken: list, final: bool) -> list:
+        """``taken`` without the flow spans to keep for a later chunk, with those kept before that
+        can go now.  A flow whose two ends are in one chunk is a link there; one across chunks
+        was linked only at :func:`stop`, by reading the whole file back and writing it again
+        (~35 us an event: 200k flows stopped in 14 s).  So a span whose flow has not ended yet
+        waits, with every span linked to it by a flow, until its flow's end is recorded (at most
+        :data:`HOLD_EVENTS` spans; past that, and at the last flush, all go, their flows then
+        linked at stop as before).  A flow that ends in another process (a worker's shard), or
+        whose end came first, holds its start until then: at most that many spans, a few MB."""
+        old = len(self.held)
+        events = [e for _, e in self.held]
+        owner = [info for info, _ in self.held]            # (of the held ones; the new ones' below)
+        firsts = []                                          # where each thread's new ones start
+        for info, evs in taken:
+            firsts.append(len(events))
+            events += [e for e in evs if e[0] == FSPAN]
+        if not events:
+            return taken
+        src = {f: k for k, e in enumerate(events) for f in e[6]}     # flow -> the span starting it
+        dst = {f: k for k, e in enumerate(events) for f in e[7]}     # flow -> the span ending it
+        keep: set[int] = set()
+        started = src.keys() - dst.keys()                     # flows not ended yet
+        if started and not final:
+            # the spans that start them, and whatever a flow links a kept span to
+            todo = [src[f] for f in started]
+            keep.update(todo)
+            while todo and len(keep) <= HOLD_EVENTS:
+                e = events[todo.pop()]
+                for j in [*(dst[f] for f in e[6] if f in dst), *(src[f] for f in e[7] if f in src)]:
+                    if j not in keep:
+                        keep.add(j)
+                        todo.append(j)
+            if len(keep) > HOLD_EVENTS:
+                keep = set()
+        if not keep and not old:
+            return taken
+        kept_new = {id(events[k]) for k in keep if k >= old}
+        out = [(info, [e for e in evs if id(e) not in kept_new] if kept_new else evs) for info, evs in taken]
+        where = {id(info): i for i, (info, _) in enumerate(out)}
+        for k in range(old):
+            if k not in keep:
+                info, e = owner[k], events[k]
+                i = where.get(id(info))
+                if i is None:
+                    where[id(info)] = len(out)
+                    out.append((info, [e]))
+                else:
+                    out[i] = (info, [*out[i][1], e])
+        self.held = [(owner[k] if k < old else taken[bisect.bisect_right(firsts, k) - 1][0], events[k])
+                     for k in sorted(keep)]
+        return out
+
     def append(self, taken: list) -> None:
+        taken = self._hold(taken, final=self.rec.closing)
         if not any(evs for _, evs in taken):
             return
         from ..model.layout import nest
