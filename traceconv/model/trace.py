@@ -420,6 +420,10 @@ class Trace:
     def event_count(self) -> int:
         return len(self.slices) + len(self.instants) + len(self.counters) + len(self.flows)
 
+    def process_threads(self, process: Process) -> list[Thread]:
+        """The threads of ``process``, in the order they were made (the list itself: it grows)."""
+        return self._process_threads.setdefault(process.id, [])
+
     def thread_labels(self, processes: Iterable[int]) -> Counter[tuple[int, str]]:
         """How many threads of each of ``processes`` (ids) go by each label (:meth:`track_label`),
         keyed (process id, label): what :meth:`add_lane` asks."""
