@@ -312,6 +312,13 @@ def test_flow_across_chunks_is_linked_at_stop(tmp_path):
     assert tp.query(out, "select count(*) n from slice where name = 'filler'")[0]["n"] == 25
 
 
+def _fillers(n: int) -> None:
+    """``n`` spans named "filler" (to fill chunks between the spans a test is about)."""
+    for _ in range(n):
+        with rec.span("filler"):
+            pass
+
+
 def test_flows_across_chunks_are_linked_in_the_chunk_of_their_end(tmp_path, monkeypatch):
     """300 flows from a producer span to a consumer span 0-20 spans later, in chunks of 16 events,
     and a chain of flows a -> b -> c across chunks: the spans a flow starts wait for its end
@@ -326,22 +333,16 @@ def test_flows_across_chunks_are_linked_in_the_chunk_of_their_end(tmp_path, monk
         fid = rec.new_flow()
         with rec.span(f"produce {i}", flow_out=fid):
             pass
-        for _ in range((i * 7) % 21):
-            with rec.span("filler"):
-                pass
+        _fillers((i * 7) % 21)
         with rec.span(f"consume {i}", flow_in=fid):
             pass
     f1, f2 = rec.new_flow(), rec.new_flow()
     with rec.span("a", flow_out=f1):
         pass
-    for _ in range(40):
-        with rec.span("filler"):
-            pass
+    _fillers(40)
     with rec.span("b", flow_in=f1, flow_out=f2):
         pass
-    for _ in range(40):
-        with rec.span("filler"):
-            pass
+    _fillers(40)
     with rec.span("c", flow_in=f2):
         pass
     rec.stop()
@@ -366,24 +367,18 @@ def test_spans_that_wait_for_a_flow_s_end_are_written_at_stop(tmp_path, monkeypa
     fid = rec.new_flow()
     with rec.span("consume", flow_in=fid):
         pass
-    for _ in range(25):
-        with rec.span("filler"):
-            pass
+    _fillers(25)
     with rec.span("produce", flow_out=fid):
         pass
     for k in range(3):
         with rec.span(f"send {k}", flow_out=rec.new_flow()):
             pass
-    for _ in range(25):
-        with rec.span("filler"):
-            pass
+    _fillers(25)
     assert sorted(e[3] for _, e in r.sink.held) == ["produce", "send 0", "send 1", "send 2"]
     for k in range(3, 6):
         with rec.span(f"send {k}", flow_out=rec.new_flow()):
             pass
-    for _ in range(25):
-        with rec.span("filler"):
-            pass
+    _fillers(25)
     assert r.sink.held == []                   # 7 waiting > 5: all written
     with rec.span("send 6", flow_out=rec.new_flow()):
         pass
