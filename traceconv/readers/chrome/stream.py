@@ -289,6 +289,7 @@ class BlockScanner(_Feeder):
                 start(j)
             carry = b""                     # the text of the event cut by the last block's end
             held: list[bytes] = []          # blocks after it not scanned yet (see below)
+            held_bytes = 0
             pending: list[list[str]] = [[] for _ in tables]     # strings not yet sent, per table
             k = 0
             while k in ahead:
@@ -296,18 +297,19 @@ class BlockScanner(_Feeder):
                 table = k % depth
                 done = future.result() if future is not None else None
                 start(k + depth - 1)        # (a scanning thread is free)
-                if carry and k + 1 in ahead and len(carry) + sum(map(len, held)) + len(buf) < 2 * len(carry):
+                if carry and k + 1 in ahead and len(carry) + held_bytes + len(buf) < 2 * len(carry):
                     # an event longer than a block: scanned again only once its text so far has
                     # doubled (and at the stream's end), so that its blocks cost linear time, not
                     # a scan of all of it for each (a 64 MB event in 1 MB blocks took 8.3 s)
                     held.append(buf)
+                    held_bytes += len(buf)
                     if done is not None:
                         tables[table].truncate(done[0])
                     k += 1
                     continue
                 if held:
                     carry = b"".join([carry, *held])
-                    held = []
+                    held, held_bytes = [], 0
                 pos: int | None = 0
                 rows: list[tuple] = []      # the block's batches: handed over at once
                 if carry and len(carry) > SEAM_BYTES:
