@@ -25,7 +25,7 @@ import traceconv
 from traceconv import _core, validate
 from fuzz.merges import merge_options, merge_ranks
 from fuzz.mutate import mutated
-from fuzz import scanner
+from fuzz import scaling, scanner
 from fuzz.runner import Runner, merge_case, unpack_merge
 from fuzz.strategies import IMPORTERS, Case
 from traceconv.errors import WarningCode
@@ -579,3 +579,12 @@ def test_the_scanner_check_holds_validates_column_pass_to_decoding_every_event(m
     monkeypatch.setattr(validate, "_scan_columns", miscounted)
     broke = scanner.check(data, random.Random(0))
     assert broke == ("validate column pass: differs from decoding every event", "2 events out of order against 1")
+
+
+@pytest.mark.parametrize("name", sorted(scaling.SHAPES))
+def test_every_scaling_shape_makes_an_input_traceconv_takes(name, tmp_path):
+    """``python -m tests.fuzz.scaling`` times these shapes at two sizes (never here: timing); here
+    each, small, is read and written, and its output loads in trace_processor with no error."""
+    scaling.run(name, 60, tmp_path)
+    tp.assert_loads(tmp_path / "out.pftrace")
+    assert tp.query(tmp_path / "out.pftrace", "select count(*) as n from slice")[0]["n"] > 0
