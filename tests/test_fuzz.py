@@ -581,10 +581,31 @@ def test_the_scanner_check_holds_validates_column_pass_to_decoding_every_event(m
     assert broke == ("validate column pass: differs from decoding every event", "2 events out of order against 1")
 
 
+# what each scaling shape holds at size 60: (slices, tracks with slices, flows)
+SCALING_AT_60 = {
+    "stairs": (60, 60, 0),                      # a lane each
+    "lanes_of_many_threads": (40, 40, 0),       # one thread's 40 slices, 39 of them on lanes
+    "long_event": (3001, 1, 0),
+    "keys_after_the_array": (3000, 1, 0),
+    "unique_tids": (60, 60, 0),
+    "async_ids": (60, 5, 0),                    # 60 async slices, each overlapping the next 4
+    "be_stack": (60, 1, 0),
+    "sample_factory_reports": (30, 6, 0),       # 6 reports: the component and its 4 timers
+    "mlagents_wide": (61, 1, 0),
+    "merge_collectives": (32, 4, 0),            # 2 ranks: a step and 15 kernels each
+    "record_flows": (60, 1, 30),
+}
+
+
 @pytest.mark.parametrize("name", sorted(scaling.SHAPES))
-def test_every_scaling_shape_makes_an_input_traceconv_takes(name, tmp_path):
+def test_every_scaling_shape_makes_the_input_it_says(name, tmp_path):
     """``python -m tests.fuzz.scaling`` times these shapes at two sizes (never here: timing); here
-    each, small, is read and written, and its output loads in trace_processor with no error."""
+    each, small, is read and written, loads in trace_processor with no error, and holds the slices,
+    tracks and flows its generator made."""
+    assert set(SCALING_AT_60) == set(scaling.SHAPES)
     scaling.run(name, 60, tmp_path)
-    tp.assert_loads(tmp_path / "out.pftrace")
-    assert tp.query(tmp_path / "out.pftrace", "select count(*) as n from slice")[0]["n"] > 0
+    out = tmp_path / "out.pftrace"
+    tp.assert_loads(out)
+    got = tp.query(out, "select (select count(*) from slice) as n, (select count(distinct track_id) from slice) as t, "
+                        "(select count(*) from flow) as f")[0]
+    assert (got["n"], got["t"], got["f"]) == SCALING_AT_60[name]

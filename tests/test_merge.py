@@ -221,18 +221,6 @@ def test_generated_ranks_with_skew_align_by_collectives(tmp_path):
     assert not any("--" in m for m in notes)
 
 
-def _relative_rank(path: Path, rank: int, late_us: int) -> None:
-    """A rank whose clock starts at 0 (no Unix times): a step from 0, and 20 all-reduce kernels
-    whose records come ``late_us`` later on this rank's clock than on rank 0's."""
-    kernel = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
-    events = [{"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "ts": 0, "dur": 2_500,
-               "pid": 1, "tid": 1}]
-    events += [{"ph": "X", "name": kernel, "cat": "kernel", "ts": 10 + 100 * k + late_us, "dur": 50,
-                "pid": 0, "tid": 7, "args": {"Collective name": "allreduce"}} for k in range(20)]
-    path.write_text(json.dumps({"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": 2},
-                                "traceEvents": events}))
-
-
 @pytest.mark.parametrize("out", ["run.pftrace", "run.json"])
 def test_ranks_whose_clocks_start_at_zero_are_moved_later_as_one_when_one_would_start_before_it(tmp_path, out):
     """Rank 1's collectives come 3 us later on its clock than rank 0's, so its offset is -3 us and
@@ -240,9 +228,11 @@ def test_ranks_whose_clocks_start_at_zero_are_moved_later_as_one_when_one_would_
     JSON's negative time was an event trace_processor drops (an error stat).  Every rank's offset
     now grows by 3 us, with a note: the times start at 0, the ranks' kernels line up, both
     outputs load with no error."""
-    files = [tmp_path / "rank0.pt.trace.json", tmp_path / "rank1.pt.trace.json"]
-    _relative_rank(files[0], 0, 0)
-    _relative_rank(files[1], 1, 3)
+    from fuzz.scaling import collectives       # (two such ranks, 20 all-reduces each)
+    files = []
+    for name, text in collectives(80).items():
+        files.append(tmp_path / name)
+        files[-1].write_text(text)
     res = traceconv.merge(files, tmp_path / out)
     assert [(a.rank, a.offset_ns) for a in res.alignments] == [(0, 3_000), (1, 0)]
     assert [str(w) for w in res.warnings if "moved" in str(w)] == [

@@ -445,14 +445,16 @@ def test_a_log_of_many_timing_lines_lays_each_report_out_in_a_process_of_its_own
         (f"Env runner 0 #{k}", "timing", 5) for k in range(1, 301)]     # the report and its 4 timers
 
 
-def test_thread_names_take_the_first_free_suffix_and_see_threads_made_since():
+def test_a_tree_s_thread_takes_the_first_free_suffix_among_its_process_s_threads():
+    """lay_out names a tree's thread after the first free "#k" among the threads of its process
+    only (a thread "b" of another process does not count)."""
     from traceconv.model import Trace
-    from traceconv.readers.aggregate.synth import ThreadNames
+    from traceconv.readers.aggregate.synth import AggNode, lay_out
     t = Trace("test")
-    p = t.process(1, "p")
+    p, other = t.process(1, "p"), t.process(2, "q")
     for name in ("a", "a #2", "a #4"):
         t.thread(p, name, name)
-    names = ThreadNames(t, p)
-    assert [names.unique("a"), names.unique("a"), names.unique("b"), names.unique("b")] == ["a #3", "a #5", "b", "b #2"]
-    t.thread(p, "x", "a #6")                      # made elsewhere since
-    assert names.unique("a") == "a #7"
+    t.thread(other, "b", "b")
+    lay_out(t, AggNode("root", 10), p, "a", 0)
+    lay_out(t, AggNode("root", 10), p, "b", 0)
+    assert [(th.process, th.name) for th in t.threads[4:]] == [(p.id, "a #3"), (p.id, "b")]

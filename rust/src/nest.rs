@@ -181,7 +181,7 @@ pub fn nest_kernel(
             wide = Some(Wide::new(&order[run..run + m], &lane_top, below, &mut leaf_of, &end, ts, depth));
         }
         if let Some(w) = wide.as_mut() {
-            let (k, top, best) = w.place(i as u32, start, e, &mut lane_top, below, &leaf_of, &end);
+            let (k, top, best) = w.place(start, e, &mut lane_top, below, &leaf_of, &end);
             depth[i] = if top != NONE { depth[top as usize] + 1 } else { 0 };
             parent[i] = if best != NONE { best as i64 } else { -1 };
             below[i] = top;
@@ -405,13 +405,11 @@ impl Wide {
         Wide { lanes, open }
     }
 
-    /// Closes what ended by `start`, then finds slice `i`'s lane (growing the lanes when it takes
-    /// a new one), the top of that lane's stack, and its parent: (lane, top, parent), as the loop
-    /// over the lanes finds them.
-    #[allow(clippy::too_many_arguments)]
+    /// Closes what ended by `start`, then finds the lane of the slice from `start` to `e`
+    /// (growing the lanes when it takes a new one), the top of that lane's stack, and its parent:
+    /// (lane, top, parent), as the loop over the lanes finds them.
     fn place(
         &mut self,
-        _i: u32,
         start: i64,
         e: i64,
         lane_top: &mut Vec<u32>,

@@ -252,17 +252,13 @@ class PftraceSink:
         if not keep and not old:
             return taken
         kept_new = {id(events[k]) for k in keep if k >= old}
-        out = [(info, [e for e in evs if id(e) not in kept_new] if kept_new else evs) for info, evs in taken]
-        where = {id(info): i for i, (info, _) in enumerate(out)}
+        released: dict[int, tuple[Any, list]] = {}            # thread -> its spans that go now
         for k in range(old):
             if k not in keep:
-                info, e = owner[k], events[k]
-                i = where.get(id(info))
-                if i is None:
-                    where[id(info)] = len(out)
-                    out.append((info, [e]))
-                else:
-                    out[i] = (info, [*out[i][1], e])
+                released.setdefault(id(owner[k]), (owner[k], []))[1].append(events[k])
+        out = [(info, ([e for e in evs if id(e) not in kept_new] if kept_new else evs)
+                + (released.pop(id(info))[1] if id(info) in released else [])) for info, evs in taken]
+        out += released.values()
         self.held = [(owner[k] if k < old else taken[bisect.bisect_right(firsts, k) - 1][0], events[k])
                      for k in sorted(keep)]
         return out

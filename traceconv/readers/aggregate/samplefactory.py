@@ -34,7 +34,7 @@ from typing import Any, Iterator
 from ...errors import TraceconvError, WarningCode
 from ...io import Source
 from ...model import MAX_TIME_NS, Clock, Process, Trace, TrackKind
-from .synth import AggNode, ThreadNames, lay_out, seconds_to_ns
+from .synth import AggNode, lay_out, seconds_to_ns
 
 WHAT = "Sample Factory log"
 
@@ -463,7 +463,6 @@ def read(source: Source) -> Trace:
     order = 0
     synthetic_cursor = 0
     total_nodes = 0
-    thread_names: dict[int, ThreadNames] = {}       # each process's, for its many trees
 
     for k, run in enumerate(runs, 1):
         prefix = f"run {k} · " if multi else ""
@@ -537,10 +536,7 @@ def read(source: Source) -> Trace:
             if not rep.nodes:
                 args["empty_tree"] = True
             root.args = args
-            if proc.id not in thread_names:
-                thread_names[proc.id] = ThreadNames(trace, proc)
-            lay_out(trace, root, proc, "profile tree" if rep.kind == "tree" else "timing", start, cat="timer",
-                    names=thread_names[proc.id])
+            lay_out(trace, root, proc, "profile tree" if rep.kind == "tree" else "timing", start, cat="timer")
             tables.append({"name": pname, "component": rep.component, "run": k, "unit": "s",
                            "columns": ["depth", "name", "value"], "rows": list(_rows(rep.nodes))})
 

@@ -52,37 +52,19 @@ def to_ns(value: float, ns_per_unit: float) -> int:
         return -(2**63) - 1
 
 
-class ThreadNames:
-    """The names of a process's threads, and new ones made unique with a ``#k`` suffix (the first
-    ``k`` from 2 up that is free).  A reader laying many trees out in one process keeps one: made
-    for each tree, with the suffixes tried from 2 each time, a Sample Factory log of 20k timing
-    lines took 149 s.  It takes in the threads the process gained since it last looked."""
-
-    def __init__(self, trace: Trace, process: Process) -> None:
-        self.threads = trace.process_threads(process)
-        self.seen = 0
-        self.taken: set[str] = set()
-        self.next: dict[str, int] = {}          # name -> the first suffix worth trying
-
-    def unique(self, name: str) -> str:
-        self.taken.update(th.name for th in self.threads[self.seen:])
-        self.seen = len(self.threads)
-        n = name
-        if n in self.taken:
-            k = self.next.get(name, 2)
-            while f"{name} #{k}" in self.taken:
-                k += 1
-            n = f"{name} #{k}"
-            self.next[name] = k + 1
-        self.taken.add(n)
-        return n
-
-
 def lay_out(trace: Trace, root: AggNode, process: Process, thread_name: str, start: int,
-            *, cat: str | None = None, names: ThreadNames | None = None) -> int:
-    """Lay ``root`` out on a new thread of ``process`` from ``start``; returns the number of slices.
-    ``names``: the process's :class:`ThreadNames`, from a caller laying out many trees there."""
-    unique = (names or ThreadNames(trace, process)).unique
+            *, cat: str | None = None) -> int:
+    """Lay ``root`` out on a new thread of ``process`` from ``start``; returns the number of slices."""
+    # (the names of this process's threads: a set of every thread of the trace, made for each
+    # tree, took 149 s for a Sample Factory log of 20k reports, a process each)
+    taken = {th.name for th in trace.process_threads(process)}
+
+    def unique(name: str) -> str:
+        n, k = name, 2
+        while n in taken:
+            n, k = f"{name} #{k}", k + 1
+        taken.add(n)
+        return n
 
     main = trace.thread(process, ("synthesized", thread_name), unique(thread_name), synthetic=True)
     count = 0
