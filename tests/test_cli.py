@@ -410,6 +410,61 @@ def test_each_help_paragraph_is_one_line_that_rich_wraps():
     assert summary.endswith("\n\ntraceconv summary rank0.pt.trace.json.gz rank1.pt.trace.json.gz --by name --top 10")
 
 
+HELP_RUN = """
+import sys
+if sys.argv[1] == "ordinary":
+    import rich.markdown, rich.traceback        # already imported: the placeholders stand aside
+from traceconv_cli.app import main
+sys.argv = ["traceconv", *sys.argv[2:]]
+try:
+    main()
+finally:
+    print(sorted(m for m in ("rich.markdown", "markdown_it", "pygments", "rich.traceback") if m in sys.modules),
+          file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["convert", "--help"], ["summary", "--help"], ["convert", "--bogus"],
+                                  []])
+def test_help_and_usage_errors_read_the_same_without_the_markdown_parser(args):
+    """typer's help module imports rich's Markdown (markdown_it, pygments) and Traceback, which
+    traceconv never uses: ~80 ms of ``traceconv --help``.  The command defers them
+    (``traceconv_cli.lighthelp``); help and usage errors print the same text as with the real
+    modules, and neither is imported."""
+    env = {**os.environ, "COLUMNS": "100"}
+    light, ordinary = (subprocess.run([sys.executable, "-c", HELP_RUN, how, *args], capture_output=True,
+                                      text=True, timeout=120, env=env) for how in ("light", "ordinary"))
+    assert light.returncode == ordinary.returncode == (2 if args[-1:] != ["--help"] else 0)
+    assert light.stdout == ordinary.stdout and "traceconv" in light.stdout + light.stderr
+    *text, loaded = light.stderr.rstrip("\n").split("\n")
+    *same, _ = ordinary.stderr.rstrip("\n").split("\n")
+    assert text == same and loaded == "[]", light.stderr
+
+
+def test_the_deferred_markdown_and_traceback_are_the_real_ones_when_used():
+    """typer's markdown mode and its exception hook still work: a placeholder imports the real
+    class when it is called or asked for an attribute, and ``isinstance`` asks the real class."""
+    code = """
+import sys
+from traceconv_cli import lighthelp
+lighthelp.install()
+import typer.rich_utils as ru
+assert "rich.markdown" not in sys.modules and "markdown_it" not in sys.modules
+assert sys.modules["typer.rich_utils"].__spec__.loader.get_source("typer.rich_utils")
+md = ru._make_rich_text(text="*a* **b**", markup_mode="markdown")
+import rich.markdown, rich.traceback
+assert type(md) is rich.markdown.Markdown and isinstance(md, ru.Markdown)
+try:
+    1 / 0
+except ZeroDivisionError as e:
+    tb = ru.Traceback.from_exception(type(e), e, e.__traceback__)
+assert type(tb) is rich.traceback.Traceback
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
 def test_an_output_that_cannot_be_written_is_refused_before_any_input_is_read(tmp_path):
     """A mistyped output folder (or a folder, or an input, as the output) is the error, not what
     reading the inputs would have found: convert and merge check the output first (a merge of a

@@ -28,6 +28,7 @@ from traceconv import formats as registry
 from traceconv import progress, serve, viewers
 from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, clip, hold_signal, spell
 from traceconv.io import output_label, refuse_binary_terminal, stream_fd
+from traceconv_cli import lighthelp
 
 if TYPE_CHECKING:
     from rich.console import Console, Group
@@ -668,6 +669,7 @@ def main() -> None:
     # imported (~50 ms of a command's start-up, and threads that spin beside the compiled core's
     # workers); a user's own setting wins.  The command's process only: the library leaves it alone.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    lighthelp.install()                     # help without a Markdown parser (~80 ms; see the module)
     _install_signal_handlers()
     if sys.stdout is not None and not isinstance(sys.stdout, _PipeGuard):
         sys.stdout = _PipeGuard(sys.stdout)  # type: ignore[assignment]
