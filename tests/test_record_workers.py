@@ -121,3 +121,23 @@ def test_subprocess_worker_records_a_shard(tmp_path):
     child = next(r for r in rows if r["name"] == "child_step")
     assert "env worker" in child["process"] and child["pid"] != os.getpid()
     assert launch["ts"] < child["ts"] and child["ts"] + child["dur"] < launch["ts"] + launch["dur"]
+
+
+def test_a_new_recording_to_the_same_path_leaves_out_the_last_ones_shards(tmp_path):
+    """Running the same script again (the same output) must not bring the first run's workers into
+    the second run's timeline: a new recording replaces the last one's shards as it replaces its
+    file.  Files of other names in the folder stay."""
+    out = tmp_path / "run.pftrace"
+    first = set(_run_pool(out, "fork"))
+    kept = tmp_path / "run.shards" / "notes.txt"
+    kept.write_text("mine")
+    second = set(_run_pool(out, "fork"))
+    assert not first & second
+    rows = tp.query(out, SQL)
+    # (the merged pids are the ranks' namespaces; the real pid is in the process's name)
+    tasks = {int(r["process"].rsplit("(pid ", 1)[1].rstrip(")")) for r in rows if r["name"] == "task"}
+    assert tasks == second and len(rows) == 4 + 1 + 4          # 4 tasks, 1 submit, 4 sends
+    shards = sorted(p.name for p in (tmp_path / "run.shards").iterdir() if p.name.startswith("rank"))
+    assert shards[0] == f"rank0-pid{os.getpid()}.pftrace" and len(shards) == 1 + len(second)
+    assert {int(n[4:n.index("-")]) for n in shards} == set(range(1 + len(second)))   # ranks from 1 again
+    assert kept.read_text() == "mine"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
+import re
 import secrets
 import signal
 import sys
@@ -458,6 +459,28 @@ def shard_dir_for(path: Path) -> Path:
     return path.with_name(name + ".shards")
 
 
+_SHARD_NAME = re.compile(r"(rank\d+-pid\d+(\.pftrace\.gz|\.perfetto-trace|\.pftrace|\.json\.gz|\.json|\.pb))|\.rank\d+")
+
+
+def clear_shards(shard_dir: Path) -> int:
+    """Remove the shards (and rank markers) an earlier recording to the same output left: a new
+    recording replaces them as it replaces the output, or its stop would merge the earlier run's
+    workers into this run's timeline.  Other files in the folder stay.  Returns how many went."""
+    try:
+        names = os.listdir(shard_dir)
+    except OSError:                     # no folder yet (or not one)
+        return 0
+    gone = 0
+    for n in names:
+        if _SHARD_NAME.fullmatch(n):
+            try:
+                os.unlink(shard_dir / n)
+                gone += 1
+            except OSError:
+                pass
+    return gone
+
+
 def _ext(path: Path) -> str:
     n = path.name
     for ext in (".json.gz", ".json", ".pftrace.gz", ".pftrace", ".perfetto-trace", ".pb"):
@@ -497,6 +520,8 @@ def start(path: str | os.PathLike[str] | None = None, *, buffer: int = 1 << 16,
     path = Path(path)
     anchor = measure_anchor()
     shard_dir = shard_dir_for(path) if workers else None
+    if shard_dir is not None:
+        clear_shards(shard_dir)
     rec = Recorder(path, buffer=buffer, ring_seconds=ring_seconds, flush_every=flush_every,
                    anchor=anchor, shard=0, shard_dir=shard_dir, parent=True, process_name=process_name)
     if workers:
