@@ -80,6 +80,8 @@ class _Seq:
 def _value(a: Any, seq: _Seq) -> Any:
     which = a.WhichOneof("value")
     if which is None:
+        if len(a.dict_entries) == 1 and _nothing(a.dict_entries[0]):
+            return []                   # the writer's empty list (or object) in a list
         if len(a.dict_entries):
             return {(e.name or seq.ann.get(e.name_iid, "")): _value(e, seq) for e in a.dict_entries}
         if len(a.array_values):
@@ -94,6 +96,13 @@ def _value(a: Any, seq: _Seq) -> Any:
     return getattr(a, which)
 
 
+def _nothing(a: Any) -> bool:
+    """An annotation with no name, no value and no entries (what the writer writes for ``[]`` or
+    ``{}`` as an element of a list, which must take a place in it)."""
+    return not a.name and not a.name_iid and a.WhichOneof("value") is None and not len(a.dict_entries) \
+        and not len(a.array_values)
+
+
 def read_pftrace(path: str | os.PathLike[str]) -> Trace:
     from ..io import open_source
     src = open_source(path)
@@ -103,6 +112,8 @@ def read_pftrace(path: str | os.PathLike[str]) -> Trace:
     seqs: dict[int, _Seq] = {}
     descs: dict[int, Any] = {}
     tracks: dict[int, int] = {}                  # uuid -> model track id
+    # begins wait for their end on the track they were written on (an overlap lane is a stack of
+    # its own, though its slices are read as its thread's)
     stacks: dict[int, list] = {}
     procs: dict[int, Any] = {}
     parsed = 0
@@ -186,7 +197,7 @@ def read_pftrace(path: str | os.PathLike[str]) -> Trace:
             tid = tracks[uuid] = _track(trace, descs, uuid)
         kind = te.type
         if kind == _TE.TYPE_SLICE_END:
-            st = stacks.get(tid)
+            st = stacks.get(uuid)
             if st:
                 t0, name, cat, args = st.pop()
                 trace.add_slice(tid, t0, ts - t0, name, cat, args or None)
@@ -202,7 +213,7 @@ def read_pftrace(path: str | os.PathLike[str]) -> Trace:
             (seq.cats.get(te.category_iids[0]) if len(te.category_iids) else None)
         args = {(a.name or seq.ann.get(a.name_iid, "")): _value(a, seq) for a in te.debug_annotations}
         if kind == _TE.TYPE_SLICE_BEGIN:
-            stacks.setdefault(tid, []).append((ts, name, cat, args))
+            stacks.setdefault(uuid, []).append((ts, name, cat, args))
         elif kind == _TE.TYPE_INSTANT:
             trace.add_instant(tid, ts, name, cat, args or None)
     open_slices = sum(len(s) for s in stacks.values())
