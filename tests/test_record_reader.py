@@ -12,11 +12,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import traceconv
+from fuzz.readback import compare, damaged, same_trace
+from traceconv import _core
+from traceconv.errors import TraceconvError
 from traceconv.model import Trace, TrackKind
 from traceconv.model.args import decode_args
+from traceconv.record import reader
 from traceconv.record.reader import read_pftrace
 
 FIX = Path(__file__).parent / "fixtures"
+
+
+def both(path: Path) -> Trace:
+    """The compiled reading of ``path``, checked against the reference's; it must not decline."""
+    assert reader._read_compiled(path.read_bytes()) is not None
+    t = read_pftrace(path)
+    same_trace(t, read_pftrace(path, compiled=False))
+    return t
 
 
 def slices(t: Trace) -> Counter:
@@ -37,7 +49,7 @@ def test_overlapping_slices_on_one_thread_come_back_whole(tmp_path):
     t.add_slice(th.track, 12_000, 1_000, "C")
     out = tmp_path / "ov.pftrace"
     traceconv.save(t, out)
-    assert slices(read_pftrace(out)) == slices(t)
+    assert slices(both(out)) == slices(t)
 
 
 @pytest.mark.parametrize("fixture", [
@@ -49,7 +61,7 @@ def test_a_conversion_reads_back_slice_for_slice(tmp_path, fixture):
     t = traceconv.load(FIX / fixture)
     out = tmp_path / "t.pftrace"
     traceconv.save(t, out)
-    back = read_pftrace(out)
+    back = both(out)
     assert slices(back) == slices(t) and len(back.slices) == len(t.slices) > 0
 
 
@@ -94,6 +106,215 @@ def instants(t: Trace) -> Counter:
 def test_any_trace_reads_back_as_it_was_written(tmp_path, t):
     out = tmp_path / "d.pftrace"
     traceconv.save(t, out)
-    back = read_pftrace(out)
+    back = both(out)
     assert slices(back) == slices(t) and instants(back) == instants(t)
     assert Counter(zip(back.counters.ts, back.counters.value)) == Counter(zip(t.counters.ts, t.counters.value))
+
+
+def test_a_chunked_recording_reads_the_same_both_ways(tmp_path):
+    """A recording in chunks of 16 events (each clears its sequence's state and describes its tracks
+    again), threads named after their first chunk, counters, instants, args and overlapping spans of
+    two threads: the compiled reader's trace is the reference's."""
+    import threading
+
+    import traceconv.record as rec
+    out = tmp_path / "rec.pftrace"
+    rec.start(out, buffer=16, workers=False)
+
+    def work(k):
+        for i in range(60):
+            with rec.span("step", i=i, lr=0.5 ** i, tag=f"t{k}", shape=[i, [k], {}]):
+                rec.instant("tick", n=i)
+                rec.counter("queue", i * k + 0.25)
+            if i == 20:
+                rec.name_thread(f"worker {k}")
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    outer = rec.span("outer")
+    outer.__enter__()
+    with rec.span("inner"):
+        pass
+    rec.stop()
+    t = both(out)
+    queue = {tr.id for tr in t.tracks if tr.name == "queue"}
+    assert sum(t.strings[n] == "step" for n in t.slices.name) == 120
+    assert sum(k in queue for k in t.counters.track) == 120
+    assert {th.name for th in t.threads} >= {"worker 0", "worker 1"}
+
+
+def _packet(**fields) -> bytes:
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    tr = pb.Trace()
+    tr.packet.add(**fields)
+    return tr.SerializeToString()
+
+
+def _event(annotations: list, interned=None) -> bytes:
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    te = pb.TrackEvent(type=pb.TrackEvent.TYPE_INSTANT, name="e", track_uuid=7, debug_annotations=annotations)
+    d = pb.TracePacket(track_descriptor=pb.TrackDescriptor(uuid=7, name="t")).SerializeToString()
+    p = pb.TracePacket(timestamp=5, trusted_packet_sequence_id=1, track_event=te, interned_data=interned,
+                       sequence_flags=1)
+    return b"\x0a" + bytes([len(d)]) + d + pb.Trace(packet=[p]).SerializeToString()
+
+
+def _declined(tmp_path, data: bytes, why: str) -> Trace:
+    f = tmp_path / "x.pftrace"
+    f.write_bytes(data)
+    assert _core.readback.read(data) == why
+    t = read_pftrace(f)
+    same_trace(t, read_pftrace(f, compiled=False)) if (t.fixed_args, t.saturated) == (0, 0) else None
+    return t
+
+
+def test_what_the_compiled_reader_declines_the_reference_reads(tmp_path):
+    """Annotations traceconv never writes, a key twice, text that is not UTF-8, a double that is
+    not finite: the compiled reader says why, and the reference reads the file (its args as the
+    model makes them strict JSON)."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    A = pb.DebugAnnotation
+    t = _declined(tmp_path, _event([A(name="k", int_value=1), A(name="k", int_value=2)]), "a key twice in one object")
+    assert decode_args(t.instants.args[0]) == {"k": 2}
+    t = _declined(tmp_path, _event([A(name="n", nested_value=A.NestedValue(int_value=3))]),
+                  "an annotation value traceconv does not write")
+    assert list(decode_args(t.instants.args[0])) == ["n"] and t.fixed_args == 1
+    t = _declined(tmp_path, _event([A(name="x", double_value=float("nan"))]), "a double that is not finite")
+    assert t.fixed_args == 1 and len(t.instants) == 1
+    bad = pb.InternedData(debug_annotation_string_values=[pb.InternedString(iid=1, str=b"\xff")])
+    t = _declined(tmp_path, _event([A(name="s", string_value_iid=1)], bad), "text that is not UTF-8")
+    assert decode_args(t.instants.args[0]) == {"s": "?"} and t.fixed_args == 1      # (a lone surrogate replaced)
+    t = _declined(tmp_path, _packet(trusted_packet_sequence_id=1, timestamp=3, trace_config={}),
+                  "a packet field traceconv does not write")
+    assert len(t.slices) == len(t.instants) == 0
+
+
+def test_a_file_cut_inside_a_packet_is_read_up_to_it_both_ways(tmp_path):
+    t = Trace("x")
+    th = t.thread(t.process(1, "p", pid=1), 1, "t")
+    for k in range(50):
+        t.add_slice(th.track, 1_000 * k, 500, f"s{k % 3}", None, {"k": k})
+    whole = tmp_path / "whole.pftrace"
+    traceconv.save(t, whole)
+    cut = tmp_path / "cut.pftrace"
+    cut.write_bytes(whole.read_bytes()[:-7])
+    back = both(cut)
+    assert 0 < len(back.slices) < 50
+    assert not isinstance(_core.readback.read(b"\x0a\x80"), dict)          # a length cut short: the reference
+    with pytest.raises(TraceconvError, match="not a Perfetto trace"):
+        (tmp_path / "no.pftrace").write_bytes(b"{}")
+        read_pftrace(tmp_path / "no.pftrace")
+
+
+def test_a_track_described_again_differently_after_its_first_use_goes_to_the_reference(tmp_path):
+    """A counter track renamed between two of its values: the reference makes a second track for
+    the later value; the compiled reader keeps one track per uuid, so it declines such a file."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    T = pb.TracePacket
+
+    def desc(name):
+        return T(track_descriptor=pb.TrackDescriptor(uuid=9, name=name, counter=pb.CounterDescriptor()))
+
+    def value(v):
+        return T(timestamp=10 * v, trusted_packet_sequence_id=1,
+                 track_event=pb.TrackEvent(type=pb.TrackEvent.TYPE_COUNTER, track_uuid=9, counter_value=v))
+    f = tmp_path / "renamed.pftrace"
+    f.write_bytes(pb.Trace(packet=[desc("a"), value(1), desc("b"), value(2)]).SerializeToString())
+    assert isinstance(_core.readback.read(f.read_bytes()), dict) and reader._read_compiled(f.read_bytes()) is None
+    t = read_pftrace(f)
+    assert [t.tracks[k].name for k in t.counters.track] == ["a", "b"]
+    f.write_bytes(pb.Trace(packet=[desc("a"), value(1), desc("a"), value(2)]).SerializeToString())
+    assert [t.tracks[k].name for k in both(f).counters.track] == ["a", "a"]      # the same again: kept
+
+
+def _sample() -> bytes:
+    t = Trace("x")
+    th = t.thread(t.process(1, "p", pid=1), 1, "t")
+    mem = t.track(TrackKind.COUNTER, "mem", t.processes[0])
+    for k in range(6):
+        t.add_slice(th.track, 1_000 * k, 700 + 100 * (k % 2) * 1_000, f"s{k % 3}", "c", {"k": k, "v": [1.5, "x", {"y": None}]})
+        t.add_instant(th.track, 1_000 * k + 5, "i", None, {"s": "é"})
+        t.add_counter(mem.id, 1_000 * k, k / 3)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        traceconv.save(t, Path(d) / "s.pftrace")
+        return (Path(d) / "s.pftrace").read_bytes()
+
+
+SAMPLE = None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_damaged_files_read_the_same_or_go_to_the_reference(rng):
+    """Bytes flipped, cut or spliced anywhere in a small .pftrace: the compiled reader never
+    fails; where it reads the file, its trace is the reference's (tests/fuzz/readback.py, which the
+    fuzz campaign runs on every .pftrace it writes)."""
+    global SAMPLE
+    SAMPLE = SAMPLE or _sample()
+    assert compare(damaged(SAMPLE, rng)) is None
+
+
+def test_a_track_described_again_differently_after_its_first_use_goes_to_the_reference(tmp_path):
+    """A counter track renamed between two of its values: the reference makes a second track for
+    the later value; the compiled reader keeps one track per uuid, so it declines such a file."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    T = pb.TracePacket
+
+    def desc(name):
+        return T(track_descriptor=pb.TrackDescriptor(uuid=9, name=name, counter=pb.CounterDescriptor()))
+
+    def value(v):
+        return T(timestamp=10 * v, trusted_packet_sequence_id=1,
+                 track_event=pb.TrackEvent(type=pb.TrackEvent.TYPE_COUNTER, track_uuid=9, counter_value=v))
+    f = tmp_path / "renamed.pftrace"
+    f.write_bytes(pb.Trace(packet=[desc("a"), value(1), desc("b"), value(2)]).SerializeToString())
+    assert isinstance(_core.readback.read(f.read_bytes()), dict) and reader._read_compiled(f.read_bytes()) is None
+    t = read_pftrace(f)
+    assert [t.tracks[k].name for k in t.counters.track] == ["a", "b"]
+    f.write_bytes(pb.Trace(packet=[desc("a"), value(1), desc("a"), value(2)]).SerializeToString())
+    assert [t.tracks[k].name for k in both(f).counters.track] == ["a", "a"]      # the same again: kept
+
+
+def _sample() -> bytes:
+    t = Trace("x")
+    th = t.thread(t.process(1, "p", pid=1), 1, "t")
+    mem = t.track(TrackKind.COUNTER, "mem", t.processes[0])
+    for k in range(6):
+        t.add_slice(th.track, 1_000 * k, 700 + 100 * (k % 2) * 1_000, f"s{k % 3}", "c", {"k": k, "v": [1.5, "x", {"y": None}]})
+        t.add_instant(th.track, 1_000 * k + 5, "i", None, {"s": "é"})
+        t.add_counter(mem.id, 1_000 * k, k / 3)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        traceconv.save(t, Path(d) / "s.pftrace")
+        return (Path(d) / "s.pftrace").read_bytes()
+
+
+SAMPLE = None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_damaged_files_read_the_same_or_go_to_the_reference(data):
+    """Bytes flipped, cut or spliced anywhere in a small .pftrace: the compiled reader never
+    fails; where it reads the file, its trace is the reference's."""
+    global SAMPLE
+    SAMPLE = SAMPLE or _sample()
+    b = bytearray(SAMPLE)
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(b) - 1))
+        how = data.draw(st.sampled_from(["flip", "cut", "splice"]))
+        if how == "flip":
+            b[at] ^= 1 << data.draw(st.integers(0, 7))
+        elif how == "cut":
+            del b[at:at + data.draw(st.integers(1, 40))]
+        else:
+            b[at:at] = data.draw(st.binary(min_size=1, max_size=12))
+    got = reader._read_compiled(bytes(b))
+    if got is None:
+        return
+    want = reader._read_reference(bytes(b))
+    same_trace(got[0], want[0])
+    assert got[1] == want[1]

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 mod encode;
 mod flows;
 mod nest;
+mod readback;
 mod scan;
 
 #[pymodule]
@@ -21,5 +22,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     flows::register(m)?;
     scan::register(m)?;
     encode::register(m)?;
+    readback::register(m)?;
     Ok(())
 }

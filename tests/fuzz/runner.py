@@ -26,6 +26,7 @@ import hashlib
 import io
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -40,7 +41,7 @@ from typing import Callable
 
 import orjson
 
-from . import ROOT, perfetto_oracle as tp
+from . import ROOT, perfetto_oracle as tp, readback
 from .strategies import Case
 
 GIB = 1 << 30
@@ -335,6 +336,12 @@ class Runner:
             got = rows[1][0]["n"]
             if got < int(m.group(1)):
                 return fail("trace_processor holds fewer slices than written", f"wrote {want}, loaded {got}")
+        if ext == ".pftrace":
+            # read back as a recording's stop reads its shards: both readers, whole and damaged
+            data = target.read_bytes()
+            broke = readback.check(data, random.Random(hashlib.sha256(data).digest()))
+            if broke is not None:
+                return fail(*broke)
         return res
 
 

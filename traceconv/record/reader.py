@@ -12,6 +12,14 @@ Extra "overlap" tracks are read as their thread's (the model lays them out again
 flow arrows are not read back: the recorder keeps each flow's id in its spans' args
 (``flow_out`` / ``flow_in``), and :func:`traceconv.record.merge.link_flows` links them again
 across every shard.  A file cut inside a packet (a killed process) is read up to that packet.
+
+Two readers, one result: the compiled one (``_core.readback``, ``rust/src/readback.rs``) walks the
+packets and hands back the events as columns, the descriptor and metadata packets for the code
+here, and the order in which the reference makes tracks and interns names; the reference
+(``read_pftrace(path, compiled=False)``, this module's loop over ``perfetto_trace_pb2``) reads
+every file the compiled one declines (a field traceconv does not write, text that is not UTF-8,
+a key twice in one object, a track described again differently after its first use, ...).
+``tests/test_record_reader.py`` checks that both give the same trace.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from .._native import _core
 from ..errors import TraceconvError, WarningCode
 from ..model import Clock, Trace, TrackKind
 
@@ -56,7 +66,7 @@ def _packets(data: bytes):
                 break
         if pos + size > n:
             return                       # cut in the middle: what came before is kept
-        yield data[pos:pos + size]
+        yield data[pos:pos + size], pos + size
         pos += size
 
 
@@ -103,26 +113,148 @@ def _nothing(a: Any) -> bool:
         and not len(a.array_values)
 
 
-def read_pftrace(path: str | os.PathLike[str]) -> Trace:
+def read_pftrace(path: str | os.PathLike[str], *, compiled: bool = True) -> Trace:
+    """The trace in a .pftrace traceconv wrote (``compiled=False``: with the reference alone)."""
     from ..io import open_source
-    src = open_source(path)
-    data = src.read_bytes()
+    data = open_source(path).read_bytes()
+    read = _read_compiled(data) if compiled else None
+    trace, packets = read if read is not None else _read_reference(data)
+    if packets == 0:
+        raise TraceconvError("not a Perfetto trace (no packet could be read)", path=path)
+    rec = trace.meta.extra.get("record")
+    if isinstance(rec, dict) and trace.meta.rank is None and rec.get("shard") is not None:
+        trace.meta.rank = rec["shard"]
+    return trace
+
+
+def _new_trace() -> Trace:
     trace = Trace("perfetto")
     trace.meta.clock = Clock.UNIX
+    return trace
+
+
+def _describe(trace: Trace, descs: dict[int, Any], d: Any) -> None:
+    """A track descriptor: its process or thread made (and named), the descriptor kept."""
+    descs[d.uuid] = d
+    if d.HasField("process"):
+        proc = trace.process(d.process.pid, d.process.process_name or None, pid=d.process.pid)
+        if d.process.process_labels:
+            proc.labels = list(d.process.process_labels)
+    elif d.HasField("thread"):
+        proc = trace.process(d.thread.pid, None, pid=d.thread.pid)
+        th = trace.thread(proc, d.thread.tid, d.thread.thread_name or None)
+        if d.thread.thread_name:
+            trace.set_thread_name(th, d.thread.thread_name)
+
+
+def _metadata(trace: Trace, bundle: Any) -> None:
+    """The ``chrome_events`` metadata: traceconv's own (rank, source format, clock) and the rest."""
+    for m in bundle.metadata:
+        if m.HasField("json_value"):
+            try:
+                v: Any = orjson.loads(m.json_value)
+            except orjson.JSONDecodeError:
+                v = m.json_value
+                trace.diagnostics.warn(WarningCode.NOTE, "metadata values that are not JSON kept as their text", 1)
+        else:
+            v = m.string_value if m.HasField("string_value") else \
+                m.int_value if m.HasField("int_value") else m.bool_value
+        if m.name == "traceconv" and isinstance(v, dict):
+            if v.get("rank") is not None:
+                trace.meta.rank = v["rank"]
+            if v.get("source_format"):
+                trace.meta.extra.setdefault("recorded_as", v["source_format"])
+            if v.get("clock") and v["clock"] != "unix":
+                try:
+                    trace.meta.clock = Clock(v["clock"])
+                except ValueError:
+                    trace.diagnostics.warn(WarningCode.NOTE, "a clock traceconv does not know in its metadata: "
+                                           "times read as Unix time", 1)
+        else:
+            trace.meta.extra[m.name] = v
+
+
+def _truncated(trace: Trace, data: bytes, read_to: int) -> None:
+    if read_to < len(data):
+        trace.diagnostics.warn(WarningCode.TRUNCATED_INPUT, "the file ends inside a packet, or a packet is "
+                               "damaged: the packets before it were read", 1)
+
+
+def _read_compiled(data: bytes) -> tuple[Trace, int] | None:
+    """The trace and the number of packets read, or None where the compiled reader leaves the file
+    to the reference."""
+    r = _core.readback.read(data)
+    if isinstance(r, str):
+        return None
+    trace = _new_trace()
+    descs: dict[int, Any] = {}
+    uuids = r["uuids"].tolist()
+    tids = np.zeros(len(uuids), np.int32)
+    done = 0                                    # tracks made so far, in the order of first use
+    for start, end, used_before in r["others"]:
+        for k in range(done, used_before):
+            tids[k] = _track(trace, descs, uuids[k])
+        done = max(done, used_before)
+        try:
+            p = pb.TracePacket.FromString(data[start:end])
+        except Exception:  # noqa: BLE001 - damaged: the reference stops there
+            return None
+        if not p.HasField("track_descriptor"):
+            _metadata(trace, p.chrome_events)
+            continue
+        d = p.track_descriptor
+        old = descs.get(d.uuid)
+        _describe(trace, descs, d)
+        if old is not None and old != d and d.uuid in uuids[:done]:
+            # described again, differently, after its first use: the reference makes its track again
+            # for the events after this; the compiled reader keeps one track per uuid
+            if _track(trace, descs, d.uuid) != tids[uuids.index(d.uuid)]:
+                return None
+    for k in range(done, len(uuids)):
+        tids[k] = _track(trace, descs, uuids[k])
+    ids = np.zeros(len(r["strings"]), np.int32)
+    for i in r["used"].tolist():                # interned in the order the reference's rows use them
+        ids[i] = trace.strings.intern(r["strings"][i])
+    for table, cols in ((trace.slices, r["slices"]), (trace.instants, r["instants"])):
+        if len(cols["ts"]):
+            table.ts.frombytes(cols["ts"].tobytes())
+            if table is trace.slices:
+                table.dur.frombytes(cols["dur"].tobytes())
+            table.track.frombytes(tids[cols["track"]].tobytes())
+            table.name.frombytes(ids[cols["name"]].tobytes())
+            table.cat.frombytes(ids[cols["cat"]].tobytes())
+            table.args.extend_packed(cols["args"], cols["lens"])
+    c = r["counters"]
+    if len(c["ts"]):
+        trace.counters.ts.frombytes(c["ts"].tobytes())
+        trace.counters.track.frombytes(tids[c["track"]].tobytes())
+        trace.counters.value.frombytes(c["value"].tobytes())
+    trace.slices.depth = trace.slices.parent = None
+    trace.diagnostics.warn(WarningCode.UNMATCHED_END, "slice ends without a begin", r["unmatched_ends"])
+    trace.diagnostics.warn(WarningCode.UNMATCHED_BEGIN, "slices still open where the file ends were left out",
+                           r["open_begins"])
+    _truncated(trace, data, r["read_to"])
+    return trace, r["packets"]
+
+
+def _read_reference(data: bytes) -> tuple[Trace, int]:
+    """The reference: every packet through ``perfetto_trace_pb2``; the trace and the packets read."""
+    trace = _new_trace()
     seqs: dict[int, _Seq] = {}
     descs: dict[int, Any] = {}
     tracks: dict[int, int] = {}                  # uuid -> model track id
     # begins wait for their end on the track they were written on (an overlap lane is a stack of
     # its own, though its slices are read as its thread's)
     stacks: dict[int, list] = {}
-    procs: dict[int, Any] = {}
     parsed = 0
-    for raw in _packets(data):
+    read_to = 0
+    for raw, end in _packets(data):
         try:
             p = pb.TracePacket.FromString(raw)
         except Exception:  # noqa: BLE001 - a damaged packet ends the readable part
             break
         parsed += 1
+        read_to = end
         sid = p.trusted_packet_sequence_id
         seq = seqs.get(sid)
         if seq is None:
@@ -153,34 +285,11 @@ def read_pftrace(path: str | os.PathLike[str]) -> Trace:
                 seq.strs[e.iid] = e.str.decode("utf-8", "surrogateescape")
         which = p.WhichOneof("data")
         if which == "track_descriptor":
-            d = p.track_descriptor
-            descs[d.uuid] = d
-            tracks.pop(d.uuid, None)                 # a later descriptor may rename it
-            if d.HasField("process"):
-                procs[d.process.pid] = d
-                proc = trace.process(d.process.pid, d.process.process_name or None, pid=d.process.pid)
-                if d.process.process_labels:
-                    proc.labels = list(d.process.process_labels)
-            elif d.HasField("thread"):
-                proc = trace.process(d.thread.pid, None, pid=d.thread.pid)
-                th = trace.thread(proc, d.thread.tid, d.thread.thread_name or None)
-                if d.thread.thread_name:
-                    trace.set_thread_name(th, d.thread.thread_name)
+            tracks.pop(p.track_descriptor.uuid, None)   # a later descriptor may rename it
+            _describe(trace, descs, p.track_descriptor)
             continue
         if which == "chrome_events":
-            for m in p.chrome_events.metadata:
-                v: Any = m.string_value if m.HasField("string_value") else \
-                    orjson.loads(m.json_value) if m.HasField("json_value") else \
-                    m.int_value if m.HasField("int_value") else m.bool_value
-                if m.name == "traceconv" and isinstance(v, dict):
-                    if v.get("rank") is not None:
-                        trace.meta.rank = v["rank"]
-                    if v.get("source_format"):
-                        trace.meta.extra.setdefault("recorded_as", v["source_format"])
-                    if v.get("clock") and v["clock"] != "unix":
-                        trace.meta.clock = Clock(v["clock"])
-                else:
-                    trace.meta.extra[m.name] = v
+            _metadata(trace, p.chrome_events)
             continue
         if which != "track_event":
             continue
@@ -220,12 +329,8 @@ def read_pftrace(path: str | os.PathLike[str]) -> Trace:
     if open_slices:
         trace.diagnostics.warn(WarningCode.UNMATCHED_BEGIN, "slices still open where the file ends were left out",
                                open_slices)
-    if parsed == 0:
-        raise TraceconvError("not a Perfetto trace (no packet could be read)", path=path)
-    rec = trace.meta.extra.get("record")
-    if isinstance(rec, dict) and trace.meta.rank is None and rec.get("shard") is not None:
-        trace.meta.rank = rec["shard"]
-    return trace
+    _truncated(trace, data, read_to)
+    return trace, parsed
 
 
 def _track(trace: Trace, descs: dict[int, Any], uuid: int) -> int:

@@ -46,6 +46,13 @@ pub const FIELDS: &[(&str, &str, u32, WireType)] = &[
     ("TracePacket", "track_event", 11, WireType::LengthDelimited),
     ("TracePacket", "interned_data", 12, WireType::LengthDelimited),
     ("TracePacket", "sequence_flags", 13, WireType::Varint),
+    // read back only (`readback.rs`): traceconv does not write these, Perfetto's other writers do
+    ("TracePacket", "incremental_state_cleared", 41, WireType::Varint),
+    ("TracePacket", "timestamp_clock_id", 58, WireType::Varint),
+    ("TrackEvent", "categories", 22, WireType::LengthDelimited),
+    ("TrackEvent", "name", 23, WireType::LengthDelimited),
+    ("DebugAnnotation", "pointer_value", 7, WireType::Varint),
+    ("DebugAnnotation", "nested_value", 8, WireType::LengthDelimited),
     ("TrackEvent", "category_iids", 3, WireType::Varint),
     ("TrackEvent", "debug_annotations", 4, WireType::LengthDelimited),
     ("TrackEvent", "type", 9, WireType::Varint),
@@ -116,7 +123,7 @@ pub const FIELDS: &[(&str, &str, u32, WireType)] = &[
 ];
 
 /// The field number of (message, field) in [`FIELDS`] (evaluated at compile time).
-const fn num(message: &str, field: &str) -> u32 {
+pub(crate) const fn num(message: &str, field: &str) -> u32 {
     let mut i = 0;
     while i < FIELDS.len() {
         if str_eq(FIELDS[i].0, message) && str_eq(FIELDS[i].1, field) {
