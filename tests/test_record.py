@@ -292,6 +292,31 @@ def test_environment_variable_starts_and_turns_off(tmp_path):
     assert not (tmp_path / "no.pftrace").exists()
 
 
+@pytest.mark.parametrize("workers", [True, False])
+def test_flows_past_the_hold_are_linked_at_stop_with_or_without_workers(tmp_path, monkeypatch, workers):
+    """More flows open at once than the sink holds: their starts go out in earlier chunks than
+    their ends, and stop() links them by writing the file again -- also for a recording started with
+    ``workers=False`` (whose stop skipped that, leaving the flows out of the file)."""
+    from traceconv.record import _sink
+    monkeypatch.setattr(_sink, "HOLD_EVENTS", 4)
+    out = tmp_path / "held.pftrace"
+    r = rec.start(out, buffer=16, workers=workers)
+    fids = [rec.new_flow() for _ in range(10)]
+    for f in fids:
+        with rec.span("send", flow_out=f):
+            pass
+    _fillers(40)
+    for f in fids:
+        with rec.span("recv", flow_in=f):
+            pass
+    rec.stop()
+    assert r.sink.chunks > 2 and r.sink.unlinked_flows > 0
+    assert tp.problems(out) == []
+    flows = tp.query(out, """select so.name src, si.name dst from flow f
+        join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
+    assert flows == [{"src": "send", "dst": "recv"}] * 10
+
+
 def test_flow_across_chunks_is_linked_at_stop(tmp_path):
     out = tmp_path / "chunks.pftrace"
     r = rec.start(out, buffer=10)

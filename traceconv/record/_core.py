@@ -558,9 +558,10 @@ def _stop() -> None:
     _state["rec"] = None
     rec.close()
     _tls = threading.local()
-    if rec.is_parent and rec.shard_dir is not None:
-        # $TRACECONV_RECORD_PARENT stays: a child started after this still records a shard
-        # (merge it with python -m traceconv.record merge) instead of overwriting our output
+    if rec.is_parent:
+        # the workers' shards merged in (and the flows that crossed chunks linked, with or without
+        # workers).  $TRACECONV_RECORD_PARENT stays: a child started after this still records a
+        # shard (merge it with python -m traceconv.record merge) instead of overwriting our output
         from ._sink import merge_shards_into
         merge_shards_into(rec)
 
