@@ -89,6 +89,21 @@ def test_merge_command_on_the_shard_folder(tmp_path):
     assert tp.query(again, "select count(*) n from flow")[0]["n"] == 4
 
 
+def test_merge_command_never_writes_over_a_shard(tmp_path):
+    """``-o`` naming one of the shards (or the shard given): one error line, exit 2, the shard as it was."""
+    out = tmp_path / "run.pftrace"
+    _run_pool(out, "fork")
+    shard = next((tmp_path / "run.shards").glob("rank1-*.pftrace"))
+    before = shard.read_bytes()
+    for inputs in ([str(tmp_path / "run.shards")], [str(shard)]):
+        proc = subprocess.run([sys.executable, "-m", "traceconv.record", "merge", *inputs, "-o", str(shard)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == f"traceconv: error: {shard}: refusing to overwrite an input file; choose another " \
+                              "output name\n"
+        assert shard.read_bytes() == before
+
+
 def test_json_shards_merge_with_traceconv_merge(tmp_path):
     out = tmp_path / "run.json"
     pids = _run_pool(out, "fork")

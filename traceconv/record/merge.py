@@ -97,7 +97,9 @@ def merge(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[st
     Returns the merged trace.  ``single``: one recording rewritten as it was (no rank names)."""
     from ..api import save
     from ..merging import append_rank
+    from ..io import check_output
     files = shard_inputs(inputs)
+    check_output(output, files)                 # (never over a shard, and refused before reading)
     merged = Trace("record")
     merged.meta.clock = Clock.UNIX
     used: list[dict] = []
@@ -110,7 +112,7 @@ def merge(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[st
         t = read_any(files[0])
         t.meta.source_format = "record"
         linked, left = link_flows(t)
-        save(t, output)
+        save(t, output, inputs=files)
         return t
     for k, f in enumerate(files):
         t = read_any(f)
@@ -137,5 +139,5 @@ def merge(inputs: Sequence[str | os.PathLike[str]], output: str | os.PathLike[st
     merged.meta.extra["record.merge"] = {"files": used, "flows_linked": linked,
                                          "empty": [str(f) for f in empty]}
     merged.meta.world_size = len(files)
-    save(merged, output)
+    save(merged, output, inputs=files)
     return merged
