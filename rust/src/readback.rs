@@ -27,13 +27,13 @@ use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use crate::encode::{num, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END};
 
-const T_PACKET: u32 = num("Trace", "packet");
+// the fields the encoder writes, from the tag table; and the few more the reader meets
+use crate::encode::{
+    A_ARRAY, A_BOOL, A_DICT, A_DOUBLE, A_INT, A_NAME, A_NAME_IID, A_STR, A_STR_IID, A_UINT, E_ANN,
+    E_CAT as E_CAT_IIDS, E_COUNTER, E_DOUBLE, E_FLOW, E_NAME as E_NAME_IID, E_TFLOW, E_TRACK, E_TYPE,
+    P_FLAGS, P_INTERNED, P_SEQ, P_TE, P_TS, T_PACKET,
+};
 const PACKET_KEY: u8 = (T_PACKET << 3 | WireType::LengthDelimited as u32) as u8;
-const P_TS: u32 = num("TracePacket", "timestamp");
-const P_SEQ: u32 = num("TracePacket", "trusted_packet_sequence_id");
-const P_TE: u32 = num("TracePacket", "track_event");
-const P_INTERNED: u32 = num("TracePacket", "interned_data");
-const P_FLAGS: u32 = num("TracePacket", "sequence_flags");
 const P_CLEARED: u32 = num("TracePacket", "incremental_state_cleared");
 const P_CLOCK_ID: u32 = num("TracePacket", "timestamp_clock_id");
 const P_DEFAULTS: u32 = num("TracePacket", "trace_packet_defaults");
@@ -52,32 +52,14 @@ const I_CATS: u32 = num("InternedData", "event_categories");
 const I_NAMES: u32 = num("InternedData", "event_names");
 const I_ANN: u32 = num("InternedData", "debug_annotation_names");
 const I_STRS: u32 = num("InternedData", "debug_annotation_string_values");
+// (every interned entry traceconv writes is laid out as an EventName: iid, then its text)
 const N_IID: u32 = num("EventName", "iid");
 const N_NAME: u32 = num("EventName", "name");
-const E_TYPE: u32 = num("TrackEvent", "type");
-const E_TRACK: u32 = num("TrackEvent", "track_uuid");
-const E_NAME_IID: u32 = num("TrackEvent", "name_iid");
 const E_NAME: u32 = num("TrackEvent", "name");
-const E_CAT_IIDS: u32 = num("TrackEvent", "category_iids");
 const E_CATS: u32 = num("TrackEvent", "categories");
-const E_ANN: u32 = num("TrackEvent", "debug_annotations");
-const E_COUNTER: u32 = num("TrackEvent", "counter_value");
-const E_DOUBLE: u32 = num("TrackEvent", "double_counter_value");
-const E_FLOW: u32 = num("TrackEvent", "flow_ids");
-const E_TFLOW: u32 = num("TrackEvent", "terminating_flow_ids");
-const A_NAME_IID: u32 = num("DebugAnnotation", "name_iid");
-const A_NAME: u32 = num("DebugAnnotation", "name");
-const A_BOOL: u32 = num("DebugAnnotation", "bool_value");
-const A_UINT: u32 = num("DebugAnnotation", "uint_value");
-const A_INT: u32 = num("DebugAnnotation", "int_value");
-const A_DOUBLE: u32 = num("DebugAnnotation", "double_value");
-const A_STR: u32 = num("DebugAnnotation", "string_value");
 const A_PTR: u32 = num("DebugAnnotation", "pointer_value");
 const A_NESTED: u32 = num("DebugAnnotation", "nested_value");
 const A_LEGACY: u32 = num("DebugAnnotation", "legacy_json_value");
-const A_DICT: u32 = num("DebugAnnotation", "dict_entries");
-const A_ARRAY: u32 = num("DebugAnnotation", "array_values");
-const A_STR_IID: u32 = num("DebugAnnotation", "string_value_iid");
 
 /// `TracePacket.SEQ_INCREMENTAL_STATE_CLEARED`, `BUILTIN_CLOCK_BOOTTIME`, and the first
 /// sequence-scoped clock id (checked against the protos by the tests).

@@ -149,33 +149,33 @@ const fn str_eq(a: &str, b: &str) -> bool {
     true
 }
 
-const T_PACKET: u32 = num("Trace", "packet");
-const P_TS: u32 = num("TracePacket", "timestamp");
-const P_SEQ: u32 = num("TracePacket", "trusted_packet_sequence_id");
-const P_TE: u32 = num("TracePacket", "track_event");
-const P_INTERNED: u32 = num("TracePacket", "interned_data");
-const P_FLAGS: u32 = num("TracePacket", "sequence_flags");
-const E_CAT: u32 = num("TrackEvent", "category_iids");
-const E_ANN: u32 = num("TrackEvent", "debug_annotations");
-const E_TYPE: u32 = num("TrackEvent", "type");
-const E_NAME: u32 = num("TrackEvent", "name_iid");
-const E_TRACK: u32 = num("TrackEvent", "track_uuid");
-const E_COUNTER: u32 = num("TrackEvent", "counter_value");
-const E_DOUBLE: u32 = num("TrackEvent", "double_counter_value");
-const E_FLOW: u32 = num("TrackEvent", "flow_ids");
-const E_TFLOW: u32 = num("TrackEvent", "terminating_flow_ids");
-const A_NAME_IID: u32 = num("DebugAnnotation", "name_iid");
-const A_BOOL: u32 = num("DebugAnnotation", "bool_value");
-const A_UINT: u32 = num("DebugAnnotation", "uint_value");
-const A_INT: u32 = num("DebugAnnotation", "int_value");
-const A_DOUBLE: u32 = num("DebugAnnotation", "double_value");
-const A_STR: u32 = num("DebugAnnotation", "string_value");
-const A_NAME: u32 = num("DebugAnnotation", "name");
-const A_DICT: u32 = num("DebugAnnotation", "dict_entries");
-const A_ARRAY: u32 = num("DebugAnnotation", "array_values");
-const A_STR_IID: u32 = num("DebugAnnotation", "string_value_iid");
-const S_IID: u32 = num("InternedString", "iid");
-const S_STR: u32 = num("InternedString", "str");
+pub(crate) const T_PACKET: u32 = num("Trace", "packet");
+pub(crate) const P_TS: u32 = num("TracePacket", "timestamp");
+pub(crate) const P_SEQ: u32 = num("TracePacket", "trusted_packet_sequence_id");
+pub(crate) const P_TE: u32 = num("TracePacket", "track_event");
+pub(crate) const P_INTERNED: u32 = num("TracePacket", "interned_data");
+pub(crate) const P_FLAGS: u32 = num("TracePacket", "sequence_flags");
+pub(crate) const E_CAT: u32 = num("TrackEvent", "category_iids");
+pub(crate) const E_ANN: u32 = num("TrackEvent", "debug_annotations");
+pub(crate) const E_TYPE: u32 = num("TrackEvent", "type");
+pub(crate) const E_NAME: u32 = num("TrackEvent", "name_iid");
+pub(crate) const E_TRACK: u32 = num("TrackEvent", "track_uuid");
+pub(crate) const E_COUNTER: u32 = num("TrackEvent", "counter_value");
+pub(crate) const E_DOUBLE: u32 = num("TrackEvent", "double_counter_value");
+pub(crate) const E_FLOW: u32 = num("TrackEvent", "flow_ids");
+pub(crate) const E_TFLOW: u32 = num("TrackEvent", "terminating_flow_ids");
+pub(crate) const A_NAME_IID: u32 = num("DebugAnnotation", "name_iid");
+pub(crate) const A_BOOL: u32 = num("DebugAnnotation", "bool_value");
+pub(crate) const A_UINT: u32 = num("DebugAnnotation", "uint_value");
+pub(crate) const A_INT: u32 = num("DebugAnnotation", "int_value");
+pub(crate) const A_DOUBLE: u32 = num("DebugAnnotation", "double_value");
+pub(crate) const A_STR: u32 = num("DebugAnnotation", "string_value");
+pub(crate) const A_NAME: u32 = num("DebugAnnotation", "name");
+pub(crate) const A_DICT: u32 = num("DebugAnnotation", "dict_entries");
+pub(crate) const A_ARRAY: u32 = num("DebugAnnotation", "array_values");
+pub(crate) const A_STR_IID: u32 = num("DebugAnnotation", "string_value_iid");
+pub(crate) const S_IID: u32 = num("InternedString", "iid");
+pub(crate) const S_STR: u32 = num("InternedString", "str");
 
 /// TrackEvent.Type values (checked against the protos in the tests too).
 pub const TYPE_SLICE_BEGIN: u64 = 1;
