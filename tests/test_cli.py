@@ -110,8 +110,10 @@ def test_unknown_format_names_say_did_you_mean(tmp_path):
     assert_one_line_error(r, "unknown format 'mlagent'", "did you mean 'mlagents'?")
     r = run("convert", SOCCER, "-o", tmp_path / "o.x", "--to", "perfeto")
     assert_one_line_error(r, "did you mean 'perfetto'?")
-    r = run("convert", SOCCER, "-o", tmp_path / "o.pftrace", "--from", "perfetto")
-    assert_one_line_error(r, "cannot read the 'perfetto' format")
+    r = run("convert", SOCCER, "-o", tmp_path / "o.pftrace", "--from", "perfetto-archive")
+    assert_one_line_error(r, "cannot read the 'perfetto-archive' format")
+    r = run("convert", SOCCER, "-o", tmp_path / "o.json", "--from", "perfetto")
+    assert_one_line_error(r, "not a Perfetto trace (no packet could be read)")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -153,15 +155,39 @@ def test_existing_output_is_replaced_whole(tmp_path):
 
 
 def test_a_perfetto_trace_as_input_says_what_it_is(tmp_path):
-    """traceconv converts into Perfetto's format; given a .pftrace it says so (the name is shared
-    with Perfetto's own traceconv, which converts out of it)."""
+    """traceconv converts into Perfetto's format, not out of it (the name is shared with
+    Perfetto's own traceconv, which does): a Perfetto trace traceconv did not write is refused
+    with one line, by its content, not its name, also when named with --from perfetto."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    T = pb.TracePacket
+    event = T(timestamp=5, trusted_packet_sequence_id=1,
+              track_event=pb.TrackEvent(type=pb.TrackEvent.TYPE_INSTANT, name="e", track_uuid=1))
+    for name, packets in (("system.bin", [T(trace_config=pb.TraceConfig(duration_ms=1)), event]),
+                          ("sdk.bin", [T(track_descriptor=pb.TrackDescriptor(uuid=1, name="t")), event])):
+        foreign = tmp_path / name
+        foreign.write_bytes(pb.Trace(packet=packets).SerializeToString())
+        for extra in ([], ["--from", "perfetto"]):
+            r = run("convert", foreign, "-o", tmp_path / "x.json", *extra)
+            assert_one_line_error(r, "already a Perfetto protobuf trace, not one traceconv wrote", "traceconv open")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sdk.bin", "system.bin"]
+    assert "INPUT" in run("convert").stderr
+
+
+def test_a_pftrace_traceconv_wrote_reads_back(tmp_path):
+    """traceconv's own .pftrace (a recording, a conversion) is an input like the others, told by
+    its content: converted back to JSON it is the timeline converting the source gave; its summary
+    is the source's timeline's."""
     out = tmp_path / "run.pftrace"
     assert run("convert", SOCCER, "-o", out).returncode == 0
     renamed = tmp_path / "trace.bin"
-    renamed.write_bytes(out.read_bytes())      # detected by content, not by its name
-    r = run("convert", renamed, "-o", tmp_path / "x.json")
-    assert_one_line_error(r, "already a Perfetto protobuf trace", "traceconv open")
-    assert "INPUT" in run("convert").stderr
+    renamed.write_bytes(out.read_bytes())
+    r = run("convert", renamed, "-o", tmp_path / "back.json")
+    assert r.returncode == 0 and "(perfetto): 25 slices" in r.stdout, r.stderr
+    assert run("convert", SOCCER, "-o", tmp_path / "direct.json").returncode == 0
+    assert_same_timeline(read_chrome_json(tmp_path / "back.json"), read_chrome_json(tmp_path / "direct.json"))
+    a = json.loads(run("summary", renamed, "--format", "json").stdout)
+    b = json.loads(run("summary", tmp_path / "direct.json", "--format", "json").stdout)
+    assert a["rows"] == b["rows"] and len(a["rows"]) > 5
 
 
 def test_merge_to_stdout_is_perfetto_and_its_table_goes_to_stderr(tmp_path):

@@ -117,6 +117,8 @@ def test_deep_args_on_the_repairing_path():
     ("bad_utf8_args_value.json", lambda t: t.slice_args(0) == {"v": "??"}),
     ("bad_utf8_top_key.json", lambda t: t.meta.extra.get("???") == 1 and _names(t) == ["a"]),
     ("bad_utf8_after_array.json", lambda t: _names(t) == ["a"]),
+    ("pftrace_bad_utf8_strings.pftrace", lambda t: _names(t) == ["ev?NAM?(", "plain"]
+     and t.slice_args(0) == {"key?NAM?(": "val?NAM?("} and [th.name for th in t.threads] == ["thr?NAM?("]),
 ])
 def test_invalid_utf8_is_read_as_question_marks(name, check):
     t = traceconv.load(FUZZ / name)

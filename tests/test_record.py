@@ -505,3 +505,31 @@ def test_the_top_level_names_record_too(tmp_path):
     assert [(r["name"], r["depth"]) for r in rows] == [
         ("env_step", 0), ("test_the_top_level_names_record_too.<locals>.forward", 1)]   # (qualname)
     assert rows[1]["dur"] >= 2_000_000
+
+
+def test_traceconv_summary_of_a_recording_is_its_timeline_summed(tmp_path):
+    """``traceconv summary run.pftrace`` reads the recording back (traceconv's own .pftrace is an
+    input): each name's count and total are those of its slices in trace_processor, and the JSON
+    conversion of the recording holds the same slices."""
+    out = tmp_path / "run.pftrace"
+    rec.start(out, workers=False)
+    for i in range(3):
+        with rec.span("step", i=i):
+            with rec.span("forward"):
+                time.sleep(0.002)
+            time.sleep(0.001)
+    rec.stop()
+    r = subprocess.run([sys.executable, "-m", "traceconv", "summary", str(out), "--format", "json"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = {row["key"]: row for row in orjson.loads(r.stdout)["rows"]}
+    want = {q["name"]: q for q in tp.query(out, "select name, count(*) n, sum(dur) total from slice group by name")}
+    for name in ("step", "forward"):
+        assert (rows[name]["count"], rows[name]["total_ns"]) == (3, want[name]["total"]) and want[name]["n"] == 3
+    assert rows["step"]["self_ns"] == want["step"]["total"] - want["forward"]["total"]
+    j = tmp_path / "run.json"
+    c = subprocess.run([sys.executable, "-m", "traceconv", "convert", str(out), "-o", str(j)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert c.returncode == 0 and "(perfetto)" in c.stdout, c.stderr
+    got = tp.query(j, "select name, count(*) n, sum(dur) total from slice group by name")
+    assert {q["name"]: (q["n"], q["total"]) for q in got} == {q["name"]: (q["n"], q["total"]) for q in want.values()}

@@ -51,7 +51,7 @@ def test_handler_writes_the_converted_window_and_no_json(tmp_path):
     ref = tmp_path / "ref.pftrace"
     traceconv.convert(FIXTURE, ref)
     assert first.read_bytes() == ref.read_bytes()
-    from traceconv.record.reader import read_pftrace
+    from traceconv.readers.pftrace import read_pftrace
     back = read_pftrace(first)
     want = traceconv.load(FIXTURE)
     assert len(back.slices) == len(want.slices) > 10

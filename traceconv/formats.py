@@ -82,8 +82,10 @@ FORMATS: tuple[Format, ...] = (
            extensions=(".json", ".json.gz"),
            reader="traceconv.readers.chrome.reader:read", sniff="traceconv.readers.chrome.reader:sniff",
            writer="traceconv.writers.chrome_json:write", aliases=("json", "chrome")),
-    Format("perfetto", "Perfetto TrackEvent protobuf trace",
+    Format("perfetto", "Perfetto TrackEvent protobuf trace (reads back only what traceconv wrote: "
+           "recordings, conversions, merges)",
            extensions=(".pftrace", ".perfetto-trace", ".pb", ".pftrace.gz", ".perfetto-trace.gz"),
+           reader="traceconv.readers.pftrace:read", sniff="traceconv.readers.pftrace:sniff",
            writer="traceconv.writers.perfetto:write", aliases=("pftrace", "proto", "protobuf")),
     Format("perfetto-archive", "Perfetto merge archive (a TAR of one .pftrace per rank file and the clock "
            "offsets in perfetto_manifest.json, which trace_processor v58+ merges)",
@@ -133,15 +135,18 @@ def _archive_refused(f: Format, path: str | Path | None = None) -> None:
                          f"conversion writes {', '.join(writer_names())}", path=path)
 
 
+FOREIGN_PERFETTO = ("this is already a Perfetto protobuf trace, not one traceconv wrote: traceconv converts into "
+                    "Perfetto's format, not out of it (that is Perfetto's own traceconv); open it in "
+                    "ui.perfetto.dev, or with 'traceconv open'")
+
+
 def detect(head: bytes, path: str | Path) -> Format:
     """The reader format of a file, from its content (not its name)."""
     for f in FORMATS:
         if f.reader and f.sniff and f.load("sniff")(head):
             return f
     if looks_like_perfetto(head):
-        raise TraceconvError("this is already a Perfetto protobuf trace: traceconv converts into Perfetto's "
-                             "format, not out of it (that is Perfetto's own traceconv); open it in "
-                             "ui.perfetto.dev, or with 'traceconv open'", path=path)
+        raise TraceconvError(FOREIGN_PERFETTO, path=path)
     raise TraceconvError("cannot tell what format this file is; name it with {opt:from_format} "
                          f"(one of: {', '.join(reader_names())})", path=path)
 

@@ -172,6 +172,7 @@ struct Open {
     name: u32,
     cat: u32,
     args: Vec<u8>,
+    flows: Vec<(u64, bool)>, // its flow ids, and whether each ends there (terminating_flow_ids)
 }
 
 #[derive(Default)]
@@ -184,6 +185,11 @@ struct Reader {
     instants: Rows,
     counters: Rows, // ts, track, and the value's bits in `dur`
     values: Vec<f64>,
+    // flow ends on slices: the flow id, the slice (its row), whether the flow ends there
+    flow_ids: Vec<u64>,
+    flow_slices: Vec<i64>,
+    flow_ends: Vec<bool>,
+    other_flow_ends: u64, // flow ids on events other than a slice's begin (left out)
     // descriptor and metadata packets: their range in the file, and how many tracks were used
     // before them (the reference makes the model's tracks as they are first used)
     others: Vec<(usize, usize, usize)>,
@@ -353,6 +359,7 @@ impl Reader {
         let (mut cat_iid, mut cat) = (None::<u64>, None::<&[u8]>);
         let mut anns = Vec::new();
         let mut counter = (false, 0u64); // (a double?, the bits or the int64)
+        let mut flows = Vec::new();
         for f in Fields(e) {
             let (tag, v) = f?;
             match tag {
@@ -382,7 +389,16 @@ impl Reader {
                     Val::Fixed(bits) => counter = (true, bits),
                     _ => return Err("a field of another wire type than its proto's"),
                 },
-                E_FLOW | E_TFLOW => {} // (flows are linked again from the spans' args)
+                E_FLOW | E_TFLOW => match v {
+                    Val::Fixed(id) => flows.push((id, tag == E_TFLOW)),
+                    Val::Bytes(packed) if packed.len() % 8 == 0 => {
+                        for b in packed.chunks_exact(8) {
+                            flows.push((u64::from_le_bytes(b.try_into().expect("8 bytes")), tag == E_TFLOW));
+                        }
+                    }
+                    Val::Bytes(_) => return Err("a damaged packet"),
+                    Val::Int(_) => return Err("a field of another wire type than its proto's"),
+                },
                 _ => return Err("a track event field traceconv does not write"),
             }
         }
@@ -400,6 +416,9 @@ impl Reader {
                 check(a, 0)?; // (not read, but a damaged one fails the reference's whole packet)
             }
         }
+        if kind == TYPE_SLICE_END || kind == TYPE_COUNTER {
+            self.other_flow_ends += flows.len() as u64;
+        }
         if kind == TYPE_SLICE_END {
             match self.stacks.get_mut(&uuid).and_then(Vec::pop) {
                 Some(o) => {
@@ -411,6 +430,12 @@ impl Reader {
                     r.cat.push(o.cat);
                     self.used.extend([o.name, o.cat]);
                     r.lens.push(o.args.len() as i64);
+                    let row = r.ts.len() as i64 - 1;
+                    for (id, ends) in o.flows {
+                        self.flow_ids.push(id);
+                        self.flow_slices.push(row);
+                        self.flow_ends.push(ends);
+                    }
                     r.args.extend_from_slice(&o.args);
                 }
                 None => self.unmatched_ends += 1,
@@ -446,8 +471,11 @@ impl Reader {
             Json { seq: &self.seqs[&sid], out: &mut args }.object(&anns, 0)?;
         }
         if kind == TYPE_SLICE_BEGIN {
-            self.stacks.entry(uuid).or_default().push(Open { ts: t, name, cat, args });
-        } else if kind == TYPE_INSTANT {
+            self.stacks.entry(uuid).or_default().push(Open { ts: t, name, cat, args, flows });
+            return Ok(());
+        }
+        self.other_flow_ends += flows.len() as u64;
+        if kind == TYPE_INSTANT {
             let r = &mut self.instants;
             r.track.push(at);
             r.ts.push(time(t)?);
@@ -628,8 +656,9 @@ fn rows_dict<'py>(py: Python<'py>, r: Rows) -> PyResult<Bound<'py, PyDict>> {
 /// the strings the rows use, in the order the reference interns them: a slice's name and category
 /// at its end, an instant's at its place), `slices` and `instants` (dicts of columns:
 /// `track` an index into `uuids`, `ts`, `dur`, `name`, `cat`, `args` and `lens`), `counters`
-/// (`track`, `ts`, `value`), `unmatched_ends`, `open_begins`, `packets` and `read_to` (where the last
-/// packet read ends).  Runs without the GIL.
+/// (`track`, `ts`, `value`), `flows` (the flow ids on slices: `id`, `slice` (its row), `ends` (a
+/// terminating id)), `other_flow_ends` (flow ids on other events), `unmatched_ends`, `open_begins`,
+/// `packets` and `read_to` (where the last packet read ends).  Runs without the GIL.
 #[pyfunction]
 fn read<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     let (r, done) = py.detach(|| {
@@ -654,6 +683,12 @@ fn read<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     c.set_item("value", r.values.into_pyarray(py))?;
     d.set_item("counters", c)?;
     d.set_item("unmatched_ends", r.unmatched_ends)?;
+    let f = PyDict::new(py);
+    f.set_item("id", r.flow_ids.into_pyarray(py))?;
+    f.set_item("slice", r.flow_slices.into_pyarray(py))?;
+    f.set_item("ends", r.flow_ends.into_pyarray(py))?;
+    d.set_item("flows", f)?;
+    d.set_item("other_flow_ends", r.other_flow_ends)?;
     d.set_item("packets", r.packets)?;
     d.set_item("read_to", r.read_to)?;
     Ok(d.into_any())

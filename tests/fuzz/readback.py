@@ -1,4 +1,4 @@
-"""traceconv's own .pftrace read back (``traceconv.record.reader``, what a recording's stop merges):
+"""traceconv's own .pftrace read back (``traceconv.readers.pftrace``, what a recording's stop merges):
 the compiled reader (``_core.readback``, rust/src/readback.rs) held to its Python reference.
 
 Every .pftrace a campaign's conversions write is read back both ways, as written and with a few
@@ -16,7 +16,7 @@ import traceback
 
 from traceconv.model import Trace
 from traceconv.model.args import decode_args
-from traceconv.record import reader
+from traceconv.readers import pftrace as reader
 
 
 def same_trace(a: Trace, b: Trace) -> None:
@@ -26,6 +26,7 @@ def same_trace(a: Trace, b: Trace) -> None:
         for col in ("ts", "track", "name", "cat") + (("dur",) if ta is a.slices else ()):
             assert getattr(ta, col) == getattr(tb, col), col
         assert [decode_args(x) for x in ta.args] == [decode_args(x) for x in tb.args]
+    assert (a.flows.src, a.flows.dst, a.flows.name) == (b.flows.src, b.flows.dst, b.flows.name)
     assert (a.counters.ts, a.counters.track) == (b.counters.ts, b.counters.track)
     assert a.counters.value.tobytes() == b.counters.value.tobytes()
     assert [(p.id, p.pid, p.name, p.labels) for p in a.processes] == [(p.id, p.pid, p.name, p.labels) for p in b.processes]
@@ -37,7 +38,8 @@ def same_trace(a: Trace, b: Trace) -> None:
     # reader after the descriptors' and the metadata's)
     assert sorted((w.code, w.message, w.count) for w in a.diagnostics.warnings) == \
         sorted((w.code, w.message, w.count) for w in b.diagnostics.warnings)
-    assert (a.meta.rank, a.meta.clock, a.meta.extra) == (b.meta.rank, b.meta.clock, b.meta.extra)
+    assert (a.meta.rank, a.meta.world_size, a.meta.synthesized, a.meta.clock, a.meta.extra) == \
+        (b.meta.rank, b.meta.world_size, b.meta.synthesized, b.meta.clock, b.meta.extra)
     assert (a.fixed_args, a.saturated) == (b.fixed_args, b.saturated) == (0, 0)
 
 

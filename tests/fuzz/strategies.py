@@ -426,11 +426,63 @@ def scanner(draw: Any) -> Case:
     return Case("scanner", ".pt.trace.json", data)
 
 
+_PFTRACE_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.text(max_size=10),
+                            st.floats(allow_nan=True, allow_infinity=True), st.just({}), st.just([]))
+_PFTRACE_ARGS = st.dictionaries(keys, st.recursive(
+    _PFTRACE_LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
+    max_leaves=6), max_size=4)
+
+
+@st.composite
+def perfetto(draw: Any) -> Case:
+    """A .pftrace traceconv wrote (the input ``traceconv summary run.pftrace`` reads back): a drawn
+    timeline of slices that nest, overlap and repeat on a few threads, instants, counters, flows
+    and args of every JSON kind (NaN, huge integers, empty containers), sometimes with bytes
+    flipped, cut or spliced in."""
+    import tempfile
+    from pathlib import Path
+
+    import traceconv
+    from traceconv.model import Trace, TrackKind
+    t = Trace("drawn")
+    threads = [t.thread(t.process(p, draw(_PLAIN_NAMES | _MARKUP_NAMES), pid=p), tid, draw(st.text(max_size=6)))
+               for p, tid in ((1, 1), (1, 2), (7, 3))]
+    for _ in range(draw(st.integers(0, 25))):
+        th = draw(st.sampled_from(threads))
+        name = draw(_PLAIN_NAMES | _MARKUP_NAMES | st.text(max_size=12) | long_string())
+        ts, dur = draw(st.integers(0, 10**6) | st.integers(0, 2**62)), draw(st.integers(0, 10**5))
+        cat, args = draw(st.none() | st.sampled_from(["cpu_op", "kernel", ""])), draw(st.none() | _PFTRACE_ARGS)
+        if draw(st.booleans()):
+            t.add_slice(th.track, ts, dur, name, cat, args)
+        else:
+            t.add_instant(th.track, ts, name, cat, args)
+    mem = t.track(TrackKind.COUNTER, draw(st.text(max_size=6)), t.processes[0], unit=draw(st.none() | st.just("bytes")))
+    for k in range(draw(st.integers(0, 4))):
+        t.add_counter(mem.id, 100 * k, draw(st.floats(allow_nan=True, allow_infinity=True)))
+    if len(t.slices):
+        for _ in range(draw(st.integers(0, 4))):
+            t.add_flow(*draw(st.tuples(*[st.integers(0, len(t.slices) - 1)] * 2)))
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "t.pftrace"
+        traceconv.save(t, out)
+        data = bytearray(out.read_bytes())
+    for _ in range(draw(st.sampled_from([0, 0, 1, 3]))):
+        at = draw(st.integers(0, max(len(data) - 1, 0)))
+        how = draw(st.sampled_from(["flip", "cut", "splice"]))
+        if how == "flip" and data:
+            data[at] ^= 1 << draw(st.integers(0, 7))
+        elif how == "cut":
+            del data[at:at + draw(st.integers(1, 40))]
+        else:
+            data[at:at] = draw(st.binary(min_size=1, max_size=12))
+    return Case("perfetto", ".pftrace", bytes(data))
+
+
 IMPORTERS = {
     "mlagents": mlagents(), "sample-factory": sample_factory(), "mxnet-stats-json": mxnet_stats_json(),
     "mxnet-stats-table": mxnet_stats_table(), "mxnet": mxnet_trace(), "kineto": kineto(),
     "composer": composer(), "megengine": megengine_timeline(), "megengine-static": megengine_static(),
-    "chrome-json": chrome(), "scanner": scanner(),
+    "chrome-json": chrome(), "scanner": scanner(), "perfetto": perfetto(),
 }
 
 

@@ -29,7 +29,7 @@ def merge(inputs, output):  # noqa: ANN001,ANN201
 
 def read(path):  # noqa: ANN001,ANN201
     """A recorded file (.pftrace written by traceconv, or any format traceconv reads) as a Trace."""
-    from .reader import read_any
+    from .merge import read_any
     return read_any(path)
 
 

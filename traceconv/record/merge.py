@@ -8,8 +8,9 @@ two ends were recorded in different shards (or chunks) are linked by their ids, 
 written with the project's writers.
 
 ``python -m traceconv.record merge run.shards/ -o run.pftrace`` does the same from the shell.
-``traceconv merge`` reads shards recorded as Chrome JSON (``.json`` / ``.json.gz``) directly; it
-has no reader for ``.pftrace`` files, which is why this module reads them itself.
+``traceconv merge run.shards/`` reads the shards too (as ranks to align by their clocks); this
+module puts them on the recording's one clock as they are, and reads any .pftrace shard, with
+traceconv's metadata or not (:func:`traceconv.readers.pftrace.read_pftrace`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,20 @@ import orjson
 
 from ..errors import TraceconvError, WarningCode
 from ..model import Clock, Trace
-from .reader import read_any
 
 _SHARD = re.compile(r"rank(\d+)")
 _EXTS = (".pftrace", ".pftrace.gz", ".json", ".json.gz")
+
+
+def read_any(path: str | os.PathLike[str]) -> Trace:
+    """A shard: a .pftrace (traceconv's metadata or not) with :func:`read_pftrace`; any other
+    format with ``traceconv.load``."""
+    from ..readers.pftrace import read_pftrace
+    p = Path(path)
+    if p.name.endswith((".pftrace", ".pftrace.gz", ".perfetto-trace", ".pb")):
+        return read_pftrace(p)
+    from ..api import load
+    return load(p)
 
 
 def shard_inputs(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:

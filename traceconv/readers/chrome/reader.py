@@ -86,7 +86,7 @@ from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENT
 from .flows import FlowPoints
 from .names import Names, name_remapped
 from .paths import ReadPaths
-from .stream import SCAN, Rows, _ChunkFailure
+from .stream import BAD_UTF8, SCAN, Rows, _ChunkFailure
 
 # Plausible Unix times in µs: 1973-03-03 .. 2100-01-01.
 UNIX_US_MIN = 100_000_000_000_000
@@ -358,8 +358,7 @@ class ChromeReader(ReadPaths):
         """Last step: extra tracks, names."""
 
     def _bad_utf8(self, n: int) -> None:
-        self.warn(WarningCode.CLAMPED_VALUE, "bytes that are not valid UTF-8 (in names, keys or "
-                  "values) were read as '?'", n)
+        self.warn(WarningCode.CLAMPED_VALUE, BAD_UTF8, n)
 
     def streamable(self) -> bool:
         """Whether this dialect can read a large file chunk by chunk (its ``time_base`` works from the

@@ -92,6 +92,9 @@ def utf8_incomplete_tail(b: bytes) -> int:
 UTF8_STEP = 4 << 20     # repair_utf8 checks a large text this many bytes at a time
 
 
+BAD_UTF8 = "bytes that are not valid UTF-8 (in names, keys or values) were read as '?'"
+
+
 def repair_utf8(data: bytes) -> tuple[bytes, int]:
     """``data`` with every byte that is not part of valid UTF-8 replaced by ``?`` (the length and
     every offset stay as they were), and how many bytes were replaced.  Valid text is returned as

@@ -1,5 +1,9 @@
 """Read a ``.pftrace`` that traceconv wrote (a recording, its shards, any conversion) back into the
-model, so the shards of a run can be merged.
+model: the registry's reader of the ``perfetto`` format (``traceconv summary run.pftrace`` of a
+recording, ``traceconv merge`` of its shards, ``traceconv convert run.pftrace -o run.json``), and
+what a recording's stop merges its shards and links its flows with.  Only traceconv's own files:
+traceconv converts into Perfetto's format, not out of it (that is Perfetto's own traceconv), so
+a Perfetto trace without traceconv's metadata is refused with one line.
 
 It reads what :mod:`traceconv.writers.perfetto` writes, chunk after chunk: a packet that clears
 the sequence's incremental state starts over the interned names and the sequence's clock (whose
@@ -9,9 +13,10 @@ the sequence's incremental state starts over the interned names and the sequence
 ``SLICE_BEGIN``/``SLICE_END`` pairs become slices (args from the debug annotations), instants
 and counter values their own rows, the ``chrome_events`` metadata the trace's metadata.
 Extra "overlap" tracks are read as their thread's (the model lays them out again when written);
-flow arrows are not read back: the recorder keeps each flow's id in its spans' args
-(``flow_out`` / ``flow_in``), and :func:`traceconv.record.merge.link_flows` links them again
-across every shard.  A file cut inside a packet (a killed process) is read up to that packet.
+flows are read from the ids the writer gives them (a slice's ``flow_ids`` and the other end's
+``terminating_flow_ids``).  A recording keeps each flow's id in its spans' args too (``flow_out`` /
+``flow_in``), and :func:`traceconv.record.merge.link_flows` links those across chunks and shards.
+A file cut inside a packet (a killed process) is read up to that packet.
 
 Two readers, one result: the compiled one (``_core.readback``, ``rust/src/readback.rs``) walks the
 packets and hands back the events as columns, the descriptor and metadata packets for the code
@@ -19,7 +24,9 @@ here, and the order in which the reference makes tracks and interns names; the r
 (``read_pftrace(path, compiled=False)``, this module's loop over ``perfetto_trace_pb2``) reads
 every file the compiled one declines (a field traceconv does not write, text that is not UTF-8,
 a key twice in one object, a track described again differently after its first use, ...).
-``tests/test_record_reader.py`` checks that both give the same trace.
+``tests/test_pftrace_reader.py`` checks that both give the same trace.
+
+A cut or damaged packet ends what is read (a ``truncated-input`` warning).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import orjson
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .._native import _core
+from .chrome.stream import BAD_UTF8, repair_utf8
 from ..errors import TraceconvError, WarningCode
 from ..model import Clock, Trace, TrackKind
 
@@ -41,13 +49,31 @@ _TE = pb.TrackEvent
 _BOOT = pb.BuiltinClock.BUILTIN_CLOCK_BOOTTIME
 
 
-def read_any(path: str | os.PathLike[str]) -> Trace:
-    """A traceconv .pftrace with :func:`read_pftrace`; any other format with ``traceconv.load``."""
-    p = Path(path)
-    if p.name.endswith((".pftrace", ".pftrace.gz", ".perfetto-trace", ".pb")):
-        return read_pftrace(p)
-    from ..api import load
-    return load(p)
+def sniff(head: bytes) -> bool:
+    """A .pftrace traceconv wrote: traceconv's metadata among the head's packets, or a head of
+    nothing but the packets traceconv writes before it (a merge of many ranks describes all their
+    tracks first; :func:`read` checks the metadata then)."""
+    if head[:1] != b"\x0a":
+        return False
+    kinds = set()
+    for raw, _ in _packets(head):
+        try:
+            p = pb.TracePacket.FromString(raw)
+        except Exception:  # noqa: BLE001 - not a packet: not a trace traceconv wrote
+            return False
+        if p.HasField("chrome_events"):
+            return any(m.name == "traceconv" for m in p.chrome_events.metadata)
+        kinds.add(p.WhichOneof("data"))
+    return bool(kinds) and kinds <= {None, "clock_snapshot", "track_descriptor"}
+
+
+def read(source: Any) -> Trace:
+    """The registry's reader: a :class:`traceconv.io.Source` holding a .pftrace traceconv wrote."""
+    from ..formats import FOREIGN_PERFETTO
+    trace, own = _read(source.read_bytes(), source.path, compiled=True)
+    if not own:
+        raise TraceconvError(FOREIGN_PERFETTO, path=source.path)
+    return trace
 
 
 def _packets(data: bytes):
@@ -87,22 +113,43 @@ class _Seq:
         self.track = 0                   # TrackEventDefaults.track_uuid (0: none)
 
 
-def _value(a: Any, seq: _Seq) -> Any:
+def _text(trace: Trace, v: str | bytes) -> str:
+    """A string field as text: upb gives a proto2 string that is not UTF-8 as bytes; those bytes
+    are read as '?', counted as the JSON readers count theirs."""
+    if isinstance(v, str):
+        return v
+    fixed, bad = repair_utf8(v)
+    trace.diagnostics.warn(WarningCode.CLAMPED_VALUE, BAD_UTF8, bad)
+    return fixed.decode("utf-8")
+
+
+def _key(a: Any, seq: _Seq, trace: Trace) -> str:
+    """An annotation's name: its own, or its interned one."""
+    return _text(trace, a.name) or seq.ann.get(a.name_iid, "")
+
+
+def _value(a: Any, seq: _Seq, trace: Trace) -> Any:
     which = a.WhichOneof("value")
     if which is None:
         if len(a.dict_entries) == 1 and _nothing(a.dict_entries[0]):
             return []                   # the writer's empty list (or object) in a list
         if len(a.dict_entries):
-            return {(e.name or seq.ann.get(e.name_iid, "")): _value(e, seq) for e in a.dict_entries}
+            return {_key(e, seq, trace): _value(e, seq, trace) for e in a.dict_entries}
         if len(a.array_values):
-            return [_value(e, seq) for e in a.array_values]
+            return [_value(e, seq, trace) for e in a.array_values]
         return None
     if which == "string_value_iid":
         return seq.strs.get(a.string_value_iid, "")
     if which == "legacy_json_value":
-        return orjson.loads(a.legacy_json_value)
+        try:
+            return orjson.loads(a.legacy_json_value)
+        except orjson.JSONDecodeError:
+            trace.diagnostics.warn(WarningCode.NOTE, "args given as JSON that is not JSON kept as their text", 1)
+            return _text(trace, a.legacy_json_value)
     if which == "pointer_value":
         return hex(a.pointer_value)
+    if which == "string_value":
+        return _text(trace, a.string_value)
     return getattr(a, which)
 
 
@@ -114,17 +161,22 @@ def _nothing(a: Any) -> bool:
 
 
 def read_pftrace(path: str | os.PathLike[str], *, compiled: bool = True) -> Trace:
-    """The trace in a .pftrace traceconv wrote (``compiled=False``: with the reference alone)."""
+    """The trace in a .pftrace (``compiled=False``: with the reference alone), traceconv's metadata
+    or not (a recording's shards are merged with this)."""
     from ..io import open_source
-    data = open_source(path).read_bytes()
-    read = _read_compiled(data) if compiled else None
-    trace, packets = read if read is not None else _read_reference(data)
+    return _read(open_source(path).read_bytes(), path, compiled)[0]
+
+
+def _read(data: bytes, path: Any, compiled: bool) -> tuple[Trace, bool]:
+    """The trace in ``data``, and whether traceconv's metadata was in it."""
+    got = _read_compiled(data) if compiled else None
+    trace, packets, own = got if got is not None else _read_reference(data)
     if packets == 0:
         raise TraceconvError("not a Perfetto trace (no packet could be read)", path=path)
     rec = trace.meta.extra.get("record")
     if isinstance(rec, dict) and trace.meta.rank is None and rec.get("shard") is not None:
         trace.meta.rank = rec["shard"]
-    return trace
+    return trace, own
 
 
 def _new_trace() -> Trace:
@@ -137,31 +189,41 @@ def _describe(trace: Trace, descs: dict[int, Any], d: Any) -> None:
     """A track descriptor: its process or thread made (and named), the descriptor kept."""
     descs[d.uuid] = d
     if d.HasField("process"):
-        proc = trace.process(d.process.pid, d.process.process_name or None, pid=d.process.pid)
+        proc = trace.process(d.process.pid, _text(trace, d.process.process_name) or None, pid=d.process.pid)
         if d.process.process_labels:
-            proc.labels = list(d.process.process_labels)
+            proc.labels = [_text(trace, x) for x in d.process.process_labels]
     elif d.HasField("thread"):
         proc = trace.process(d.thread.pid, None, pid=d.thread.pid)
-        th = trace.thread(proc, d.thread.tid, d.thread.thread_name or None)
-        if d.thread.thread_name:
-            trace.set_thread_name(th, d.thread.thread_name)
+        name = _text(trace, d.thread.thread_name)
+        th = trace.thread(proc, d.thread.tid, name or None)
+        if name:
+            trace.set_thread_name(th, name)
 
 
-def _metadata(trace: Trace, bundle: Any) -> None:
-    """The ``chrome_events`` metadata: traceconv's own (rank, source format, clock) and the rest."""
+def _metadata(trace: Trace, bundle: Any) -> bool:
+    """The ``chrome_events`` metadata: traceconv's own (rank, world size, synthesized, source format,
+    clock) and the rest;
+    whether traceconv's own was there."""
+    own = False
     for m in bundle.metadata:
         if m.HasField("json_value"):
             try:
                 v: Any = orjson.loads(m.json_value)
             except orjson.JSONDecodeError:
-                v = m.json_value
+                v = _text(trace, m.json_value)
                 trace.diagnostics.warn(WarningCode.NOTE, "metadata values that are not JSON kept as their text", 1)
         else:
-            v = m.string_value if m.HasField("string_value") else \
+            v = _text(trace, m.string_value) if m.HasField("string_value") else \
                 m.int_value if m.HasField("int_value") else m.bool_value
-        if m.name == "traceconv" and isinstance(v, dict):
+        key = _text(trace, m.name)
+        if key == "traceconv" and isinstance(v, dict):
+            own = True
             if v.get("rank") is not None:
                 trace.meta.rank = v["rank"]
+            if v.get("world_size") is not None:
+                trace.meta.world_size = v["world_size"]
+            if v.get("synthesized"):
+                trace.meta.synthesized = True           # (an aggregate input's: summary counts its calls)
             if v.get("source_format"):
                 trace.meta.extra.setdefault("recorded_as", v["source_format"])
             if v.get("clock") and v["clock"] != "unix":
@@ -171,7 +233,8 @@ def _metadata(trace: Trace, bundle: Any) -> None:
                     trace.diagnostics.warn(WarningCode.NOTE, "a clock traceconv does not know in its metadata: "
                                            "times read as Unix time", 1)
         else:
-            trace.meta.extra[m.name] = v
+            trace.meta.extra[key] = v
+    return own
 
 
 def _truncated(trace: Trace, data: bytes, read_to: int) -> None:
@@ -180,13 +243,13 @@ def _truncated(trace: Trace, data: bytes, read_to: int) -> None:
                                "damaged: the packets before it were read", 1)
 
 
-def _read_compiled(data: bytes) -> tuple[Trace, int] | None:
-    """The trace and the number of packets read, or None where the compiled reader leaves the file
-    to the reference."""
+def _read_compiled(data: bytes) -> tuple[Trace, int, bool] | None:
+    """The trace, the number of packets read and whether traceconv's metadata was among them, or
+    None where the compiled reader leaves the file to the reference."""
     r = _core.readback.read(data)
     if isinstance(r, str):
         return None
-    trace = _new_trace()
+    trace, own = _new_trace(), False
     descs: dict[int, Any] = {}
     uuids = r["uuids"].tolist()
     tids = np.zeros(len(uuids), np.int32)
@@ -200,7 +263,7 @@ def _read_compiled(data: bytes) -> tuple[Trace, int] | None:
         except Exception:  # noqa: BLE001 - damaged: the reference stops there
             return None
         if not p.HasField("track_descriptor"):
-            _metadata(trace, p.chrome_events)
+            own |= _metadata(trace, p.chrome_events)
             continue
         d = p.track_descriptor
         old = descs.get(d.uuid)
@@ -233,19 +296,24 @@ def _read_compiled(data: bytes) -> tuple[Trace, int] | None:
     trace.diagnostics.warn(WarningCode.UNMATCHED_END, "slice ends without a begin", r["unmatched_ends"])
     trace.diagnostics.warn(WarningCode.UNMATCHED_BEGIN, "slices still open where the file ends were left out",
                            r["open_begins"])
+    f = r["flows"]
+    _flows(trace, f["id"], f["slice"], f["ends"], r["other_flow_ends"])
     _truncated(trace, data, r["read_to"])
-    return trace, r["packets"]
+    return trace, r["packets"], own
 
 
-def _read_reference(data: bytes) -> tuple[Trace, int]:
-    """The reference: every packet through ``perfetto_trace_pb2``; the trace and the packets read."""
-    trace = _new_trace()
+def _read_reference(data: bytes) -> tuple[Trace, int, bool]:
+    """The reference: every packet through ``perfetto_trace_pb2``; the trace, the packets read and
+    whether traceconv's metadata was among them."""
+    trace, own = _new_trace(), False
     seqs: dict[int, _Seq] = {}
     descs: dict[int, Any] = {}
     tracks: dict[int, int] = {}                  # uuid -> model track id
     # begins wait for their end on the track they were written on (an overlap lane is a stack of
     # its own, though its slices are read as its thread's)
     stacks: dict[int, list] = {}
+    flow_points: list[tuple[int, int, bool]] = []          # (flow id, slice row, ends there)
+    other_flow_ends = 0
     parsed = 0
     read_to = 0
     for raw, end in _packets(data):
@@ -276,11 +344,11 @@ def _read_reference(data: bytes) -> tuple[Trace, int]:
         if p.HasField("interned_data"):
             d = p.interned_data
             for e in d.event_names:
-                seq.names[e.iid] = e.name
+                seq.names[e.iid] = _text(trace, e.name)
             for e in d.event_categories:
-                seq.cats[e.iid] = e.name
+                seq.cats[e.iid] = _text(trace, e.name)
             for e in d.debug_annotation_names:
-                seq.ann[e.iid] = e.name
+                seq.ann[e.iid] = _text(trace, e.name)
             for e in d.debug_annotation_string_values:
                 seq.strs[e.iid] = e.str.decode("utf-8", "surrogateescape")
         which = p.WhichOneof("data")
@@ -289,7 +357,7 @@ def _read_reference(data: bytes) -> tuple[Trace, int]:
             _describe(trace, descs, p.track_descriptor)
             continue
         if which == "chrome_events":
-            _metadata(trace, p.chrome_events)
+            own |= _metadata(trace, p.chrome_events)
             continue
         if which != "track_event":
             continue
@@ -305,11 +373,15 @@ def _read_reference(data: bytes) -> tuple[Trace, int]:
         if tid is None:
             tid = tracks[uuid] = _track(trace, descs, uuid)
         kind = te.type
+        flows = [(f, False) for f in te.flow_ids] + [(f, True) for f in te.terminating_flow_ids]
+        if kind != _TE.TYPE_SLICE_BEGIN:
+            other_flow_ends += len(flows)
         if kind == _TE.TYPE_SLICE_END:
             st = stacks.get(uuid)
             if st:
-                t0, name, cat, args = st.pop()
-                trace.add_slice(tid, t0, ts - t0, name, cat, args or None)
+                t0, name, cat, args, begun = st.pop()
+                row = trace.add_slice(tid, t0, ts - t0, name, cat, args or None)
+                flow_points += [(f, row, ends) for f, ends in begun]
             else:
                 trace.diagnostics.warn(WarningCode.UNMATCHED_END, "slice ends without a begin", 1)
             continue
@@ -317,20 +389,43 @@ def _read_reference(data: bytes) -> tuple[Trace, int]:
             v = te.double_counter_value if te.HasField("double_counter_value") else te.counter_value
             trace.add_counter(tid, ts, float(v))
             continue
-        name = te.name if te.HasField("name") else seq.names.get(te.name_iid, "")
-        cat = te.categories[0] if len(te.categories) else \
+        name = _text(trace, te.name) if te.HasField("name") else seq.names.get(te.name_iid, "")
+        cat = _text(trace, te.categories[0]) if len(te.categories) else \
             (seq.cats.get(te.category_iids[0]) if len(te.category_iids) else None)
-        args = {(a.name or seq.ann.get(a.name_iid, "")): _value(a, seq) for a in te.debug_annotations}
+        args = {_key(a, seq, trace): _value(a, seq, trace) for a in te.debug_annotations}
         if kind == _TE.TYPE_SLICE_BEGIN:
-            stacks.setdefault(uuid, []).append((ts, name, cat, args))
+            stacks.setdefault(uuid, []).append((ts, name, cat, args, flows))
         elif kind == _TE.TYPE_INSTANT:
             trace.add_instant(tid, ts, name, cat, args or None)
     open_slices = sum(len(s) for s in stacks.values())
     if open_slices:
         trace.diagnostics.warn(WarningCode.UNMATCHED_BEGIN, "slices still open where the file ends were left out",
                                open_slices)
+    ids, rows, ends = zip(*flow_points) if flow_points else ((), (), ())
+    _flows(trace, np.array(ids, np.uint64), np.array(rows, np.int64), np.array(ends, bool), other_flow_ends)
     _truncated(trace, data, read_to)
-    return trace, parsed
+    return trace, parsed, own
+
+
+def _flows(trace: Trace, ids: np.ndarray, rows: np.ndarray, ends: np.ndarray, other: int) -> None:
+    """The flow ids on slices as the model's flows.  traceconv's writer gives each flow an id of its
+    own, in the source slice's ``flow_ids`` and the destination's ``terminating_flow_ids``: each id
+    found so, once on each side, is a flow, in the order of the ids (the model's order).  Any other
+    use of an id (one end only, an id on more slices, on an event that is not a slice's begin) is
+    left out and counted."""
+    paired = 0
+    if len(ids):
+        order = np.lexsort((ends, ids))                 # by id, the leaving end first
+        ids, rows, ends = ids[order], rows[order], ends[order]
+        _, first, count = np.unique(ids, return_index=True, return_counts=True)
+        two = first[count == 2]
+        two = two[~ends[two] & ends[two + 1]]
+        paired = len(two)
+        trace.flows.src.frombytes(rows[two].astype(np.int64).tobytes())
+        trace.flows.dst.frombytes(rows[two + 1].astype(np.int64).tobytes())
+        trace.flows.name.frombytes(np.zeros(paired, np.int32).tobytes())
+    trace.diagnostics.warn(WarningCode.UNRESOLVED_FLOW, "flow ids on one end only (or on more than two slices, or on "
+                           "an event that is not a slice's begin) left out", len(ids) - 2 * paired + other)
 
 
 def _track(trace: Trace, descs: dict[int, Any], uuid: int) -> int:
@@ -352,6 +447,6 @@ def _track(trace: Trace, descs: dict[int, Any], uuid: int) -> int:
         proc = trace.process(parent.process.pid, None, pid=parent.process.pid)
     if d.HasField("counter"):
         unit = {pb.CounterDescriptor.UNIT_SIZE_BYTES: "bytes", pb.CounterDescriptor.UNIT_TIME_NS: "ns",
-                pb.CounterDescriptor.UNIT_COUNT: "count"}.get(d.counter.unit) or d.counter.unit_name or None
-        return trace.track(TrackKind.COUNTER, d.name, proc, unit=unit).id
-    return trace.track(TrackKind.ASYNC, d.name, proc).id
+                pb.CounterDescriptor.UNIT_COUNT: "count"}.get(d.counter.unit) or _text(trace, d.counter.unit_name) or None
+        return trace.track(TrackKind.COUNTER, _text(trace, d.name), proc, unit=unit).id
+    return trace.track(TrackKind.ASYNC, _text(trace, d.name), proc).id

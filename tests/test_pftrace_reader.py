@@ -1,4 +1,4 @@
-"""traceconv's own .pftrace read back into the model (``traceconv.record.reader``): what the
+"""traceconv's own .pftrace read back into the model (``traceconv.readers.pftrace``): what the
 recorder's stop merges and relinks.  Each slice comes back as it was written: name, start,
 duration, category and args, also where slices overlap on a thread (its overlap lanes)."""
 
@@ -17,8 +17,8 @@ from traceconv import _core
 from traceconv.errors import TraceconvError
 from traceconv.model import Trace, TrackKind
 from traceconv.model.args import decode_args
-from traceconv.record import reader
-from traceconv.record.reader import read_pftrace
+from traceconv.readers import pftrace as reader
+from traceconv.readers.pftrace import read_pftrace
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -91,7 +91,16 @@ def traces(draw):
     mem = t.track(TrackKind.COUNTER, "mem", t.processes[0])
     for k in range(draw(st.integers(0, 4))):
         t.add_counter(mem.id, 100 * k, draw(st.floats(-1e9, 1e9)))
+    if len(t.slices):
+        for _ in range(draw(st.integers(0, 6))):           # flows, also backwards in time and to itself
+            t.add_flow(*draw(st.tuples(*[st.integers(0, len(t.slices) - 1)] * 2)))
     return t
+
+
+def flows(t: Trace) -> Counter:
+    def end(i):
+        return t.strings[t.slices.name[i]], t.slices.ts[i], t.slices.dur[i]
+    return Counter((end(s), end(d)) for s, d in zip(t.flows.src, t.flows.dst))
 
 
 def instants(t: Trace) -> Counter:
@@ -107,7 +116,7 @@ def test_any_trace_reads_back_as_it_was_written(tmp_path, t):
     out = tmp_path / "d.pftrace"
     traceconv.save(t, out)
     back = both(out)
-    assert slices(back) == slices(t) and instants(back) == instants(t)
+    assert slices(back) == slices(t) and instants(back) == instants(t) and flows(back) == flows(t)
     assert Counter(zip(back.counters.ts, back.counters.value)) == Counter(zip(t.counters.ts, t.counters.value))
 
 
