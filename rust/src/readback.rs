@@ -1,13 +1,15 @@
-//! Reading back the `.pftrace` traceconv writes, for `traceconv.record.reader`: the shards of a
-//! recording merged at its `stop()`, a chunked recording whose flows are linked again, and
-//! `python -m traceconv.record merge`.
+//! Reading back the `.pftrace` traceconv writes, for `traceconv.readers.pftrace`: the `perfetto`
+//! input (`traceconv summary run.pftrace` of a recording), the shards of a recording merged at its
+//! `stop()`, a chunked recording whose flows are linked again, `python -m traceconv.record merge`.
 //!
 //! [`read`] walks the packets once and does what the reader's Python reference
-//! (`reader.read_pftrace_reference`) does per packet: each sequence's incremental state (interned
-//! names, categories, annotation names and strings, its clock from a `ClockSnapshot`, its
-//! `TracePacketDefaults`) cleared where a packet says so; `TrackEvent` timestamps as deltas on the
-//! sequence's clock; begins and ends paired on the track they were written on; each event's debug
-//! annotations as the compact JSON text of the args the reference would build.  What the model
+//! (`pftrace._read_reference`, `read_pftrace(path, compiled=False)`) does per packet: each
+//! sequence's incremental state (interned names, categories, annotation names and strings, its
+//! clock from a `ClockSnapshot`, its `TracePacketDefaults`) cleared where a packet says so;
+//! `TrackEvent` timestamps as deltas on the sequence's clock; begins and ends paired on the track
+//! they were written on, with the flow ids of each slice; each event's debug annotations as the
+//! compact JSON text of the args the reference would build (doubles as serde_json writes them,
+//! which Python's `float()` reads as the same double as the reference's text).  What the model
 //! needs Python for -- track descriptors and the `chrome_events` metadata, a few packets -- is
 //! handed back as packets, in file order.  Fields are read with prost's wire primitives, the
 //! numbers from the one tag table (`encode::FIELDS`), like the encoder writes them.
