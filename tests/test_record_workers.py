@@ -156,3 +156,26 @@ def test_a_new_recording_to_the_same_path_leaves_out_the_last_ones_shards(tmp_pa
     assert shards[0] == f"rank0-pid{os.getpid()}.pftrace" and len(shards) == 1 + len(second)
     assert {int(n[4:n.index("-")]) for n in shards} == set(range(1 + len(second)))   # ranks from 1 again
     assert kept.read_text() == "mine"
+
+
+def test_traceconv_merge_takes_pftrace_shards_when_named(tmp_path):
+    """``traceconv merge`` reads .pftrace shards (traceconv's own .pftrace is an input) when they are
+    named, one by one or by a pattern; a folder of them alone says so in its one error line (a
+    folder's .pftrace files are not taken: a merged output written beside the ranks would become a
+    rank of the next merge)."""
+    import glob
+    out = tmp_path / "run.pftrace"
+    pids = _run_pool(out, "fork")
+    shards = tmp_path / "run.shards"
+    r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(shards), "-o", str(tmp_path / "m.pftrace")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "its .pftrace files are taken when named: 'rank0-pid" in r.stderr and "*.pftrace" in r.stderr
+    merged = tmp_path / "m.pftrace"
+    r = subprocess.run([sys.executable, "-m", "traceconv", "merge", *sorted(glob.glob(str(shards / "*.pftrace"))),
+                        "-o", str(merged)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = tp.query(merged, SQL)
+    assert sum(row["name"] == "task" for row in rows) == 4
+    assert len({row["process"] for row in rows if row["name"] == "task"}) == len(set(pids))
+    assert tp.problems(merged) == []

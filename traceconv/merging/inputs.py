@@ -24,6 +24,18 @@ def _is_trace_name(name: str) -> bool:
     return not name.startswith(".") and (name.endswith((".json", ".json.gz")) or ".pt.trace" in name)
 
 
+_PFTRACE = (".pftrace", ".pftrace.gz", ".perfetto-trace", ".perfetto-trace.gz")
+
+
+def _none_in_folder(names: list[str]) -> str:
+    """Why a folder gave no inputs.  A folder's .pftrace files are not taken (a merged output is
+    often written beside its ranks, and would be a rank the next time): when it holds some, say how
+    to name them."""
+    own = sorted(n for n in names if n.endswith(_PFTRACE) and not n.startswith("."))
+    hint = f" (its .pftrace files are taken when named: '{own[0]}', or a pattern such as *.pftrace)" if own else ""
+    return "no .json or .json.gz trace files in this folder" + hint
+
+
 def _collect_remote(item: URL) -> list[URL]:
     if any(ch in item for ch in remote.GLOB_CHARS):
         found = remote.glob(item)
@@ -31,9 +43,10 @@ def _collect_remote(item: URL) -> list[URL]:
             raise TraceconvError("no file matches this pattern", path=item)
         return found
     if remote.isdir(item):
-        found = [u for u in remote.listdir(item) if _is_trace_name(u.name)]
+        listed = remote.listdir(item)
+        found = [u for u in listed if _is_trace_name(u.name)]
         if not found:
-            raise TraceconvError("no .json or .json.gz trace files in this folder", path=item)
+            raise TraceconvError(_none_in_folder([u.name for u in listed]), path=item)
         return found
     remote.check_file(item)
     return [item]
@@ -52,9 +65,10 @@ def collect_inputs(items: Iterable[str | Path]) -> list[InputPath]:
             item = u
         p = Path(item)
         if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.is_file() and _is_trace_name(f.name))
+            listed = [f for f in p.iterdir() if f.is_file()]
+            found = sorted(f for f in listed if _is_trace_name(f.name))
             if not found:
-                raise TraceconvError("no .json or .json.gz trace files in this folder", path=p)
+                raise TraceconvError(_none_in_folder([f.name for f in listed]), path=p)
             files.extend(found)
         elif p.exists():
             files.append(p)
