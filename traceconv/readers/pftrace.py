@@ -40,9 +40,9 @@ import orjson
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .._native import _core
-from .chrome.stream import BAD_UTF8, repair_utf8
 from ..errors import TraceconvError, WarningCode
 from ..model import Clock, Trace, TrackKind
+from .chrome.stream import BAD_UTF8, repair_utf8
 
 _CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 _TE = pb.TrackEvent
