@@ -25,7 +25,7 @@ use numpy::IntoPyArray;
 use prost::encoding::{decode_key, decode_varint, WireType};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use crate::encode::{num, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END};
 
@@ -43,6 +43,7 @@ const P_SNAPSHOT: u32 = num("TracePacket", "clock_snapshot");
 const P_DESCRIPTOR: u32 = num("TracePacket", "track_descriptor");
 const P_CHROME: u32 = num("TracePacket", "chrome_events");
 const P_FIRST: u32 = num("TracePacket", "first_packet_on_sequence");
+const T_UUID: u32 = num("TrackDescriptor", "uuid");
 const D_CLOCK_ID: u32 = num("TracePacketDefaults", "timestamp_clock_id");
 const D_EVENT: u32 = num("TracePacketDefaults", "track_event_defaults");
 const D_TRACK: u32 = num("TrackEventDefaults", "track_uuid");
@@ -68,6 +69,8 @@ const A_LEGACY: u32 = num("DebugAnnotation", "legacy_json_value");
 pub const SEQ_CLEARED: u64 = 1;
 pub const CLOCK_BOOTTIME: u64 = 6;
 const SEQ_CLOCKS: u64 = 64;
+/// The last value of `TrackEvent.Type` (TYPE_STATE, checked against the protos by the tests).
+pub const TYPE_MAX: u64 = 5;
 /// Args nested this deep go to the reference (the model's `MAX_ARGS_DEPTH` is 64).
 pub const MAX_DEPTH: usize = 48;
 
@@ -195,6 +198,7 @@ struct Reader {
     // descriptor and metadata packets: their range in the file, and how many tracks were used
     // before them (the reference makes the model's tracks as they are first used)
     others: Vec<(usize, usize, usize)>,
+    described: FxHashMap<u64, Vec<u8>>, // each track's last descriptor handed over
     used: IndexSet<u32, FxBuildHasher>, // names and categories in the order rows use them
     unmatched_ends: u64,
     packets: u64,
@@ -315,7 +319,23 @@ impl Reader {
         }
         match data {
             Some((P_TE, e)) => self.event(sid, ts, clock_id, e),
-            Some((P_DESCRIPTOR | P_CHROME, _)) => {
+            Some((P_DESCRIPTOR, d)) => {
+                // a track described again as it was last (every chunk of a recording describes
+                // every track): nothing for Python to do again
+                let mut uuid = 0;
+                for f in Fields(d) {
+                    if let (T_UUID, v) = f? {
+                        uuid = int(&v)?;
+                    }
+                }
+                if self.described.get(&uuid).is_some_and(|last| last.as_slice() == d) {
+                    return Ok(());
+                }
+                self.described.insert(uuid, d.to_vec());
+                self.others.push((start, end, self.uuids.len()));
+                Ok(())
+            }
+            Some((P_CHROME, _)) => {
                 self.others.push((start, end, self.uuids.len()));
                 Ok(())
             }
@@ -365,7 +385,13 @@ impl Reader {
         for f in Fields(e) {
             let (tag, v) = f?;
             match tag {
-                E_TYPE => kind = int(&v)?,
+                E_TYPE => {
+                    kind = int(&v)?;
+                    if kind > TYPE_MAX {
+                        // (a closed proto2 enum: protobuf keeps the type before it, in the reference)
+                        return Err("a track event type Perfetto's protos do not know");
+                    }
+                }
                 E_TRACK => track = Some(int(&v)?),
                 E_NAME_IID => (name_iid, name) = (int(&v)?, None),
                 E_NAME => (name_iid, name) = (0, Some(bytes(&v)?)),
@@ -538,7 +564,8 @@ impl Json<'_, '_> {
         if depth >= MAX_DEPTH {
             return Err("args nested deeper than the compiled reader reads");
         }
-        let mut keys: Vec<&str> = Vec::with_capacity(entries.len());
+        // (the keys so far: a set, so that an object of many keys is not checked in their square)
+        let mut keys: FxHashSet<&str> = FxHashSet::with_capacity_and_hasher(entries.len(), FxBuildHasher);
         self.out.push(b'{');
         for (k, e) in entries.iter().enumerate() {
             let a = Ann::parse(e)?;
@@ -546,10 +573,9 @@ impl Json<'_, '_> {
                 Some(b) if !b.is_empty() => text(b)?,
                 _ => self.seq.ann.get(&a.name_iid).map_or("", String::as_str),
             };
-            if keys.contains(&key) {
+            if !keys.insert(key) {
                 return Err("a key twice in one object");
             }
-            keys.push(key);
             if k > 0 {
                 self.out.push(b',');
             }
@@ -654,7 +680,8 @@ fn rows_dict<'py>(py: Python<'py>, r: Rows) -> PyResult<Bound<'py, PyDict>> {
 /// The events of a `.pftrace` traceconv wrote (`data`: the whole file), or why it must be read by
 /// the reference.  The dict holds `strings` (names and categories; id 0 is ""), `uuids` (the
 /// events' tracks, in the order each was first used), `others` (the descriptor and metadata
-/// packets, `(start, end, uuids used before it)` in `data`, in file order), `used` (the ids of
+/// packets, `(start, end, uuids used before it)` in `data`, in file order; a descriptor the same
+/// bytes as its track's last one is left out), `used` (the ids of
 /// the strings the rows use, in the order the reference interns them: a slice's name and category
 /// at its end, an instant's at its place), `slices` and `instants` (dicts of columns:
 /// `track` an index into `uuids`, `ts`, `dur`, `name`, `cat`, `args` and `lens`), `counters`
@@ -699,7 +726,7 @@ fn read<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
 pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(core.py(), "readback")?;
     m.add_function(wrap_pyfunction!(read, &m)?)?;
-    for (name, v) in [("SEQ_CLEARED", SEQ_CLEARED), ("CLOCK_BOOTTIME", CLOCK_BOOTTIME)] {
+    for (name, v) in [("SEQ_CLEARED", SEQ_CLEARED), ("CLOCK_BOOTTIME", CLOCK_BOOTTIME), ("TYPE_MAX", TYPE_MAX)] {
         m.add(name, v)?;
     }
     m.add("MAX_DEPTH", MAX_DEPTH)?;

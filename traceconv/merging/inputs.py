@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+from .. import formats as _formats
 from .. import remote
 from ..errors import TraceconvError
 from ..remote import URL
@@ -24,14 +25,12 @@ def _is_trace_name(name: str) -> bool:
     return not name.startswith(".") and (name.endswith((".json", ".json.gz")) or ".pt.trace" in name)
 
 
-_PFTRACE = (".pftrace", ".pftrace.gz", ".perfetto-trace", ".perfetto-trace.gz")
-
-
 def _none_in_folder(names: list[str]) -> str:
     """Why a folder gave no inputs.  A folder's .pftrace files are not taken (a merged output is
     often written beside its ranks, and would be a rank the next time): when it holds some, say how
     to name them."""
-    own = sorted(n for n in names if n.endswith(_PFTRACE) and not n.startswith("."))
+    pftrace = _formats.get("perfetto", role="reader").extensions
+    own = sorted(n for n in names if n.endswith(pftrace) and not n.startswith("."))
     hint = f" (its .pftrace files are taken when named: '{own[0]}', or a pattern such as *.pftrace)" if own else ""
     return "no .json or .json.gz trace files in this folder" + hint
 

@@ -252,6 +252,9 @@ def _read_compiled(data: bytes) -> tuple[Trace, int, bool] | None:
     trace, own = _new_trace(), False
     descs: dict[int, Any] = {}
     uuids = r["uuids"].tolist()
+    first = {u: k for k, u in enumerate(uuids)}  # (each uuid's place in the order of first use)
+    owner: dict[tuple, int] = {}                # the track describing each process and thread
+    children: dict[int, set[int]] = {}          # the tracks described with each as their parent
     tids = np.zeros(len(uuids), np.int32)
     done = 0                                    # tracks made so far, in the order of first use
     for start, end, used_before in r["others"]:
@@ -266,13 +269,25 @@ def _read_compiled(data: bytes) -> tuple[Trace, int, bool] | None:
             own |= _metadata(trace, p.chrome_events)
             continue
         d = p.track_descriptor
+        # The compiled reader leaves out a descriptor the same as its track's last: the same calls
+        # again, which change nothing unless another track names the same process or thread
+        # between the two (not in what traceconv writes): such a file goes to the reference.
+        named = ("p", d.process.pid) if d.HasField("process") else \
+            ("t", d.thread.pid, d.thread.tid) if d.HasField("thread") else None
+        if named is not None and owner.setdefault(named, d.uuid) != d.uuid:
+            return None
         old = descs.get(d.uuid)
         _describe(trace, descs, d)
-        if old is not None and old != d and d.uuid in uuids[:done]:
-            # described again, differently, after its first use: the reference makes its track again
-            # for the events after this; the compiled reader keeps one track per uuid
-            if _track(trace, descs, d.uuid) != tids[uuids.index(d.uuid)]:
-                return None
+        if d.parent_uuid:
+            children.setdefault(d.parent_uuid, set()).add(d.uuid)
+        if old != d:
+            # described anew: the reference makes the track again for the events after this, and
+            # those of the tracks whose place it gives (a lane's thread, a counter's process); the
+            # compiled reader keeps one track per uuid, so a track used before must come out the same
+            for u in (d.uuid, *children.get(d.uuid, ())):
+                k = first.get(u, done)
+                if k < done and _track(trace, descs, u) != tids[k]:
+                    return None
     for k in range(done, len(uuids)):
         tids[k] = _track(trace, descs, uuids[k])
     ids = np.zeros(len(r["strings"]), np.int32)

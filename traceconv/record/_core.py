@@ -450,16 +450,19 @@ def _default_process_name() -> str:
 
 # ---------------------------------------------------------------- start / stop
 
+# the outputs a recording writes (a longer name before its prefix: .pftrace.gz before .pftrace)
+OUTPUT_EXTS = (".pftrace.gz", ".perfetto-trace", ".pftrace", ".json.gz", ".json", ".pb")
+
+
 def shard_dir_for(path: Path) -> Path:
     name = path.name
-    for ext in (".pftrace.gz", ".perfetto-trace", ".pftrace", ".json.gz", ".json", ".pb"):
-        if name.endswith(ext):
-            name = name[: -len(ext)]
-            break
+    ext = _ext(path)
+    if name.endswith(ext):
+        name = name[: -len(ext)]
     return path.with_name(name + ".shards")
 
 
-_SHARD_NAME = re.compile(r"(rank\d+-pid\d+(\.pftrace\.gz|\.perfetto-trace|\.pftrace|\.json\.gz|\.json|\.pb))|\.rank\d+")
+_SHARD_NAME = re.compile(rf"rank\d+-pid\d+({'|'.join(map(re.escape, OUTPUT_EXTS))})|\.rank\d+")
 
 
 def clear_shards(shard_dir: Path) -> int:
@@ -482,11 +485,7 @@ def clear_shards(shard_dir: Path) -> int:
 
 
 def _ext(path: Path) -> str:
-    n = path.name
-    for ext in (".json.gz", ".json", ".pftrace.gz", ".pftrace", ".perfetto-trace", ".pb"):
-        if n.endswith(ext):
-            return ext
-    return ".pftrace"
+    return next((ext for ext in OUTPUT_EXTS if path.name.endswith(ext)), ".pftrace")
 
 
 def start(path: str | os.PathLike[str] | None = None, *, buffer: int = 1 << 16,

@@ -8,9 +8,8 @@ two ends were recorded in different shards (or chunks) are linked by their ids, 
 written with the project's writers.
 
 ``python -m traceconv.record merge run.shards/ -o run.pftrace`` does the same from the shell.
-``traceconv merge run.shards/`` reads the shards too (as ranks to align by their clocks); this
-module puts them on the recording's one clock as they are, and reads any .pftrace shard, with
-traceconv's metadata or not (:func:`traceconv.readers.pftrace.read_pftrace`).
+``traceconv merge run.shards/*.pftrace`` reads the shards too (as ranks to align by their clocks);
+this module puts them on the recording's one clock as they are.
 """
 
 from __future__ import annotations
@@ -31,14 +30,10 @@ _EXTS = (".pftrace", ".pftrace.gz", ".json", ".json.gz")
 
 
 def read_any(path: str | os.PathLike[str]) -> Trace:
-    """A shard: a .pftrace (traceconv's metadata or not) with :func:`read_pftrace`; any other
-    format with ``traceconv.load``."""
-    from ..readers.pftrace import read_pftrace
-    p = Path(path)
-    if p.name.endswith((".pftrace", ".pftrace.gz", ".perfetto-trace", ".pb")):
-        return read_pftrace(p)
+    """A shard, or any file traceconv reads: a shard's .pftrace is traceconv's own, which the
+    registry's ``perfetto`` reader reads (:mod:`traceconv.readers.pftrace`)."""
     from ..api import load
-    return load(p)
+    return load(path)
 
 
 def shard_inputs(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
