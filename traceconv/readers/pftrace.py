@@ -161,8 +161,8 @@ def _nothing(a: Any) -> bool:
 
 
 def read_pftrace(path: str | os.PathLike[str], *, compiled: bool = True) -> Trace:
-    """The trace in a .pftrace (``compiled=False``: with the reference alone), traceconv's metadata
-    or not (a recording's shards are merged with this)."""
+    """The trace in a .pftrace, traceconv's metadata in it or not (``compiled=False``: read by the
+    reference alone; the tests hold the two readers to each other with it)."""
     from ..io import open_source
     return _read(open_source(path).read_bytes(), path, compiled)[0]
 
