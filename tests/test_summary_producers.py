@@ -22,8 +22,9 @@ import pytest
 from typer.testing import CliRunner
 
 import traceconv
-from traceconv.hotspots import LEFT_OUT_MIRROR, LEFT_OUT_PROFILER, covered_ns, fmt_rate, summarize
+from traceconv.hotspots import LEFT_OUT_MIRROR, LEFT_OUT_PROFILER, LEFT_OUT_RANKS, covered_ns, fmt_rate, summarize
 from traceconv.model import TrackKind
+from traceconv.model.layout import nest
 
 FIX = Path(__file__).parent / "fixtures"
 MX_TRACE = FIX / "mxnet_trace" / "generated_mxnet191_profile_all.json"
@@ -401,7 +402,7 @@ def test_ranks_filter():
     assert [t.meta.rank for t in traces] == [0, 1]
     s = summarize(traces, by="rank", ranks="1")
     assert s.ranks == [1] and [r.key for r in s.rows] == ["rank 1"]
-    assert s.left_out["inputs of other ranks ({opt:ranks})"] == 1
+    assert s.left_out[LEFT_OUT_RANKS] == 1
     with pytest.raises(traceconv.TraceconvError, match="none of the inputs"):
         summarize([traceconv.load(p) for p in sorted(GLOO.glob("*.json.gz"))], ranks="5-7")
 
@@ -478,3 +479,91 @@ def test_megengine_footprints_read_a_chunk_at_a_time_are_the_same(monkeypatch, c
     whole = rates()
     monkeypatch.setattr(args, "COUNT_CHUNK", chunk)
     assert rates() == whole and sum(not v.startswith("(None") for v in whole.values()) >= 18
+
+
+# ------------------------------------------------------------------------------- traceconv's own outputs
+
+def _table(s) -> tuple:
+    """A summary's numbers: its rows, ranks, each rank's busy time and what it left out."""
+    return ([(r.key, r.count, r.total_ns, r.self_ns, sorted(r.per_rank_total_ns.items())) for r in s.rows],
+            s.ranks, sorted(s.per_rank_self_ns.items()), s.left_out)
+
+
+OWN_SOURCES = [MX_TRACE, MGE, TORCH_CPU, GLOO / "rank0.pt.trace.json.gz", MLA[0],
+               FIX / "megengine_timeline" / "generated_mge1130_dynamic.chrome_timeline.json.gz"]
+
+
+@pytest.mark.parametrize("ext", [".pftrace", ".json"])
+@pytest.mark.parametrize("src", OWN_SOURCES, ids=lambda p: p.name)
+def test_a_conversion_summarises_as_its_source(tmp_path, src, ext):
+    """What summary leaves out (a profiler's window, MXNet's and MegEngine's second drawing of one
+    call) is kept in traceconv's metadata: a converted file's table is its source's, not one where
+    PyTorch's profiler window is the top row with 46 % of the self time."""
+    out = tmp_path / f"out{ext}"
+    traceconv.convert(src, out)
+    for by in ("name", "category", "rank"):
+        want = _table(summarize(traceconv.load(src), by=by))
+        assert _table(summarize(traceconv.load(out), by=by)) == want, by
+    roles = {t.summary for t in traceconv.load(src).tracks} - {None}
+    assert bool(roles) == (src in (MX_TRACE, MGE, TORCH_CPU, GLOO / "rank0.pt.trace.json.gz"))
+    back = traceconv.load(out)
+    nest(back)
+    lanes = [traceconv.load(out).track_label(t) for t in back.tracks if t.kind is TrackKind.LANE]
+    # (PyTorch's "## forward ##" overlaps its ProfilerStep: a lane, which Chrome JSON writes as a
+    # thread of its own; read back it is a lane of its thread again, not a thread beside it)
+    assert lanes == (["thread 18269 (python) (overlap 1)"] if src == TORCH_CPU else []), lanes
+    assert not back.diagnostics.warnings or all("metadata" not in w.message for w in back.diagnostics.warnings)
+
+
+@pytest.mark.parametrize("ext", [".pftrace", ".json"])
+def test_a_merged_file_summarises_as_its_ranks(tmp_path, ext):
+    """A merged trace holds every rank: summary gives each its row, its totals, its busy time, and
+    --ranks picks among them, as for the ranks' own files."""
+    ranks = sorted(GLOO.glob("*.json.gz"))
+    out = tmp_path / f"run{ext}"
+    traceconv.merge(ranks, out)
+    merged = traceconv.load(out)
+    assert merged.meta.rank is None and {p.args.get("rank") for p in merged.processes} - {None} == {0, 1}
+    for by in ("name", "rank", "category"):
+        want = summarize([traceconv.load(p) for p in ranks], by=by)
+        got = summarize(traceconv.load(out), by=by)
+        assert _table(got) == _table(want), by
+    assert [r.key for r in summarize(traceconv.load(out), by="rank").rows] == ["rank 0", "rank 1"]
+    want = summarize([traceconv.load(p) for p in ranks], by="name", ranks="1")
+    got = summarize(traceconv.load(out), by="name", ranks="1")
+    assert _table(got) == _table(want) and got.ranks == [1] and got.left_out[LEFT_OUT_RANKS] == 1
+    assert got.left_out[LEFT_OUT_PROFILER] == 1                      # (rank 0's window not counted as left out)
+    with pytest.raises(traceconv.TraceconvError, match=r"found: 0, 1"):
+        summarize(traceconv.load(out), ranks="5")
+
+
+def test_lanes_that_name_nothing_are_counted_not_applied(tmp_path):
+    out = tmp_path / "out.json"
+    traceconv.convert(TORCH_CPU, out)
+    doc = orjson.loads(out.read_bytes())
+    want = doc["metadata"]["traceconv"]["lanes"]
+    assert len(want) == 1 and want[0][1] >= 2_000_000_000
+    pid, tid, base = want[0]
+    doc["metadata"]["traceconv"]["lanes"] = [[pid, base, base], [pid, tid, 77], [pid, tid], "x", [pid, tid, base]]
+    out.write_bytes(orjson.dumps(doc))
+    t = traceconv.load(out)
+    notes = [w for w in t.diagnostics.warnings if "overlap lanes" in w.message]
+    assert len(notes) == 1 and notes[0].count == 4
+    assert _table(summarize(t)) == _table(summarize(traceconv.load(TORCH_CPU)))     # (the good one used)
+    doc["metadata"]["traceconv"]["lanes"] = {"a": 1}
+    out.write_bytes(orjson.dumps(doc))
+    t = traceconv.load(out)
+    assert any(t.kind is TrackKind.ASYNC and "overlap" in t.name for t in t.tracks)   # (kept as a track)
+
+
+def test_marks_that_name_nothing_are_counted_not_applied():
+    t = traceconv.Trace("test")
+    th = t.thread(t.process(7, "p"), 3, "main")
+    t.add_slice(th.track, 0, 10, "a")
+    bad = t.restore_marks({"summary_roles": [[7, 3, "profiler"], [7, None, "nonsense"], [8, None, "mirror"],
+                                             "x", [7, 4, "mirror"], [7, "3", "mirror"], [True, None, "mirror"]],
+                           "process_ranks": [[7, 2], [7, -1], [9, 1], [7], {"a": 1}]})
+    assert bad == 10
+    assert t.tracks[th.track].summary == "profiler" and t.processes[0].args == {"rank": 2}
+    assert t.restore_marks({"summary_roles": {"7": "mirror"}, "process_ranks": 3}) == 2
+    assert sum(w.count for w in t.diagnostics.warnings if "traceconv's metadata" in w.message) == 12

@@ -197,7 +197,9 @@ class _Slices:
     secs: np.ndarray | None = None   # float64 s: the time FLOPS and bandwidth divide by
 
 
-def _per_slice(trace: Trace, include_profiler_spans: bool, left_out: dict[str, int]) -> _Slices:
+def _per_slice(trace: Trace, include_profiler_spans: bool, left_out: dict[str, int],
+               only: np.ndarray | None = None) -> _Slices:
+    """``only``: the slices to count (bool; None: all)."""
     nest(trace)
     s = trace.slices
     n = len(s)
@@ -205,15 +207,15 @@ def _per_slice(trace: Trace, include_profiler_spans: bool, left_out: dict[str, i
     parent = _col(s.parent, np.int64) if n else np.zeros(0, np.int64)
     track = _col(s.track, np.int32)
     roles = _roles(trace)
-    keep = np.ones(n, dtype=bool)
+    keep = np.ones(n, dtype=bool) if only is None else only.copy()
     if n and any(r is not None for r in roles):
         role_ids = {None: 0, "mirror": 1, "profiler": 2}
         code = np.array([role_ids.get(r, 0) for r in roles], dtype=np.int8)[track]
-        mirror = code == 1
+        mirror = (code == 1) & keep
         if mirror.any():
             keep &= ~mirror
             left_out[LEFT_OUT_MIRROR] = left_out.get(LEFT_OUT_MIRROR, 0) + int(mirror.sum())
-        prof = code == 2
+        prof = (code == 2) & keep
         if prof.any() and not include_profiler_spans:
             keep &= ~prof
             left_out[LEFT_OUT_PROFILER] = left_out.get(LEFT_OUT_PROFILER, 0) + int(prof.sum())
@@ -280,9 +282,10 @@ def _footprint(trace: Trace, out: _Slices) -> None:
     out.comp, out.mem, out.secs = comp, mem, secs
 
 
-def _keys(trace: Trace, by: str, rank: int) -> tuple[np.ndarray, list[str]]:
+def _keys(trace: Trace, by: str, rank: int, track_rank: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
     """Each slice's group as a code, and each code's label (codes of one label are one group):
-    the slices' names, categories or tracks as they are stored, not a string per slice."""
+    the slices' names, categories or tracks as they are stored, not a string per slice.  By rank:
+    ``rank``, or each track's (``track_rank``: a merged trace)."""
     s = trace.slices
     st = trace.strings
     if by == "name":
@@ -305,7 +308,7 @@ def _keys(trace: Trace, by: str, rank: int) -> tuple[np.ndarray, list[str]]:
         elif by == "process":
             labels.append(proc)
         else:
-            labels.append(f"rank {rank}")
+            labels.append(f"rank {rank if track_rank is None else int(track_rank[t.id])}")
     return _col(s.track, np.int32), labels
 
 
@@ -408,32 +411,69 @@ def merge_tables(a: RankTable, b: RankTable) -> RankTable:
                      a.seen + b.seen, per)
 
 
+def _track_ranks(trace: Trace, rank: int) -> np.ndarray | None:
+    """Each track's rank when the trace holds several (a merged one: its processes' ``rank`` arg,
+    which traceconv's own metadata keeps), a track of no such process taking ``rank``; None when
+    the trace is one rank's."""
+    got = [p.args.get("rank") for p in trace.processes]
+    if not any(type(r) is int for r in got):
+        return None
+    out = np.full(len(trace.tracks), rank, dtype=np.int64)
+    for t in trace.tracks:
+        b = t
+        while b.kind is TrackKind.LANE and b.parent is not None:
+            b = trace.tracks[b.parent]
+        r = got[b.process] if b.process is not None else None
+        if type(r) is int:
+            out[t.id] = r
+    return out if len(np.unique(out)) > 1 else None
+
+
 def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_spans: bool = False,
                wanted: Any = None, window: str | None = None, drop_cat: Sequence[str] = (),
                min_dur: str | None = None) -> RankTable:
-    """The rows of one rank's trace (the per-rank step of :func:`summarize`; filters applied in place)."""
-    out = RankTable(seen=[rank], synthesized=bool(trace.meta.synthesized))
-    if wanted is not None and rank not in wanted:
-        out.left_out[LEFT_OUT_RANKS] = 1
+    """The rows of one input (the per-input step of :func:`summarize`; filters applied in place):
+    of rank ``rank``, or of each rank a merged trace holds (:func:`_track_ranks`)."""
+    track_rank = _track_ranks(trace, rank)
+    here = [rank] if track_rank is None else np.unique(track_rank).tolist()
+    out = RankTable(seen=list(here), synthesized=bool(trace.meta.synthesized))
+    todo = [r for r in here if wanted is None or r in wanted]
+    if len(todo) < len(here):
+        out.left_out[LEFT_OUT_RANKS] = len(here) - len(todo)
+    if not todo:
         return out
     left_out = out.left_out
     from .merging.combine import SLICE_FILTERS
     for what, n in filter_traces([trace], window=window, drop_cat=drop_cat, min_dur=min_dur).items():
         if what in SLICE_FILTERS:      # slices; not the instants, counters and flows it also drops
             left_out[left_out_by(what)] = n
-    out.ranks.append(rank)
-    sl = _per_slice(trace, include_profiler_spans, left_out)
-    codes, labels = _keys(trace, by, rank)
+    out.ranks.extend(todo)
+    if track_rank is None:
+        slice_rank = None
+        only = None
+    else:
+        slice_rank = track_rank[_col(trace.slices.track, np.int32)]
+        only = np.isin(slice_rank, todo) if len(todo) < len(here) else None
+    sl = _per_slice(trace, include_profiler_spans, left_out, only)
+    codes, labels = _keys(trace, by, rank, track_rank)
     kept = np.flatnonzero(sl.keep)
     if not len(kept):
         return out
-    uniq, inv = _groups(codes[kept], labels)
-    if by in UNION_GROUPINGS:
-        tot = _union_totals(trace, inv, len(uniq), sl.keep)
+    # a group per (rank, key): the rows' per-rank totals and each rank's busy time
+    keys, inv = _groups(codes[kept], labels)
+    if track_rank is None:                     # (one rank: a group per key, every key used)
+        rank_list, pairs = np.array([rank]), np.arange(len(keys))
     else:
-        tot = np.bincount(inv, weights=sl.total[kept], minlength=len(uniq)).astype(np.int64)
-    slf = np.bincount(inv, weights=sl.self_ns[kept], minlength=len(uniq)).astype(np.int64)
-    cnt = np.bincount(inv, weights=sl.count[kept], minlength=len(uniq)).astype(np.int64)
+        rank_list, rank_inv = np.unique(slice_rank[kept], return_inverse=True)
+        pairs, inv = np.unique(rank_inv.reshape(-1).astype(np.int64) * len(keys) + inv, return_inverse=True)
+        inv = inv.reshape(-1)
+    ngroups = len(pairs)
+    if by in UNION_GROUPINGS:
+        tot = _union_totals(trace, inv, ngroups, sl.keep)
+    else:
+        tot = np.bincount(inv, weights=sl.total[kept], minlength=ngroups).astype(np.int64)
+    slf = np.bincount(inv, weights=sl.self_ns[kept], minlength=ngroups).astype(np.int64)
+    cnt = np.bincount(inv, weights=sl.count[kept], minlength=ngroups).astype(np.int64)
     fp = None
     if sl.comp is not None:
         out.footprint = True
@@ -441,16 +481,18 @@ def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_sp
         fp = []
         for vals in (comp, mem):
             ok = ~np.isnan(vals)
-            fp.append((np.bincount(inv[ok], weights=vals[ok], minlength=len(uniq)),
-                       np.bincount(inv[ok], minlength=len(uniq)) > 0))
-        fp.append(np.bincount(inv, weights=secs, minlength=len(uniq)))
+            fp.append((np.bincount(inv[ok], weights=vals[ok], minlength=ngroups),
+                       np.bincount(inv[ok], minlength=ngroups) > 0))
+        fp.append(np.bincount(inv, weights=secs, minlength=ngroups))
     acc = out.rows
-    for j, key in enumerate(uniq):
+    for j, pair in enumerate(pairs.tolist()):
+        r, key = int(rank_list[pair // len(keys)]), keys[pair % len(keys)]
         a = acc.setdefault(key, [0, 0, 0, {}, None, None, 0.0])
         a[0] += int(cnt[j])
         a[1] += int(tot[j])
         a[2] += int(slf[j])
-        a[3][rank] = a[3].get(rank, 0) + int(tot[j])
+        a[3][r] = a[3].get(r, 0) + int(tot[j])
+        out.per_rank_self_ns[r] = out.per_rank_self_ns.get(r, 0) + int(slf[j])
         if fp is not None:
             (cs, chas), (ms, mhas), secs_sum = fp
             if chas[j]:
@@ -458,11 +500,12 @@ def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_sp
             if mhas[j]:
                 a[5] = (a[5] or 0.0) + float(ms[j])
             a[6] += float(secs_sum[j])
-    out.per_rank_self_ns[rank] = int(max(slf.sum(), 0))
+    for r, v in out.per_rank_self_ns.items():
+        out.per_rank_self_ns[r] = max(v, 0)
     return out
 
 
-LEFT_OUT_RANKS = "inputs of other ranks ({opt:ranks})"
+LEFT_OUT_RANKS = "ranks not asked for ({opt:ranks})"
 
 
 def left_out_by(what: str) -> str:

@@ -76,6 +76,7 @@ def compare(data: bytes) -> tuple[str, str] | None:
     try:
         same_trace(got[0], want[0])
         assert got[1] == want[1], "packets read"
+        assert got[2] == want[2], "traceconv's metadata"
     except AssertionError:
         return "readback: the compiled reader's trace differs from the reference's", traceback.format_exc()
     return None

@@ -191,6 +191,8 @@ def _rank_tracks(dst: Trace, src: Trace, rank: int, lanes: bool) -> np.ndarray:
                 tmap[t.id] = dst.track(TrackKind.COUNTER, name, proc, unit=t.unit, series=t.series).id
             else:
                 tmap[t.id] = dst.new_track(t.kind, name, proc).id
+        if t.summary is not None:              # (what summary counts of the merged trace)
+            dst.tracks[tmap[t.id]].summary = t.summary
     labels = None
     for t in src.tracks:                       # (a lane comes after its track)
         if t.kind is TrackKind.LANE and t.parent is not None:

@@ -8,12 +8,13 @@ import numbers
 from array import array
 from dataclasses import dataclass, field
 from collections import Counter
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import Diagnostics, WarningCode
 from .args import MAX_ARGS_DEPTH, ArgsColumn, decode_args, encode_args_counted, strict_args
 
 INT32_MAX = 2**31 - 1
+SUMMARY_ROLES = ("mirror", "profiler")      # Track.summary's values besides None
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -185,6 +186,16 @@ class TraceMeta:
             d["world_size"] = self.world_size
         return d
 
+    def restore(self, own: Mapping[str, Any]) -> None:
+        """The fields of :meth:`as_dict` from traceconv's own metadata read back from a file it
+        wrote (the times' clock is each reader's: it decides how they are read)."""
+        if own.get("rank") is not None:
+            self.rank = own["rank"]
+        if own.get("world_size") is not None:
+            self.world_size = own["world_size"]
+        if own.get("synthesized"):
+            self.synthesized = True            # (an aggregate input's: summary counts its calls)
+
 
 class Trace:
     """A timeline: processes, threads, tracks, and columns of events."""
@@ -314,6 +325,107 @@ class Trace:
                 tr.summary = mark
                 n += 1
         return n
+
+    def written_marks(self, place: Callable[[Track], "tuple[int, int] | None"]) -> dict[str, list]:
+        """What traceconv's own metadata keeps of the trace beyond its events, for ``traceconv
+        summary`` of a file traceconv wrote (:meth:`restore_marks` reads it back):
+
+        * ``summary_roles``: ``[pid, None, role]`` when every slice track of the process has that
+          :attr:`Track.summary` role, else ``[pid, tid, role]`` for each thread track that has one;
+        * ``process_ranks``: ``[pid, rank]`` for each process of a merged trace (its ``rank`` arg).
+
+        ``place``: the (pid, tid) a writer gave a thread track's slices; pids are the processes'
+        written ones."""
+        by_proc: dict[int, list[Track]] = {}
+        for t in self.tracks:
+            if t.kind in (TrackKind.THREAD, TrackKind.ASYNC) and t.process is not None:
+                by_proc.setdefault(t.process, []).append(t)
+        roles: list[list[Any]] = []
+        for pid, tracks in by_proc.items():
+            kinds = {t.summary for t in tracks}
+            if len(kinds) == 1 and None not in kinds:
+                roles.append([self.processes[pid].pid, None, kinds.pop()])
+                continue
+            for t in tracks:
+                where = place(t) if t.summary is not None and t.kind is TrackKind.THREAD else None
+                if where is not None:
+                    roles.append([where[0], where[1], t.summary])
+        ranks = [[p.pid, r] for p in self.processes
+                 if type(r := p.args.get("rank")) is int and 0 <= r <= INT32_MAX]
+        out: dict[str, list] = {}
+        if roles:
+            out["summary_roles"] = roles
+        if ranks:
+            out["process_ranks"] = ranks
+        return out
+
+    def restore_marks(self, own: Mapping[str, Any]) -> int:
+        """Apply :meth:`written_marks` read back from traceconv's own metadata, once the processes
+        and threads are read; returns how many entries named no process or thread of the trace or
+        were not of the form written (a damaged or edited file: those are not applied)."""
+        roles, ranks = own.get("summary_roles"), own.get("process_ranks")
+        if roles is None and ranks is None:
+            return 0
+        procs = {p.pid: p for p in self.processes}
+        threads = {(self.processes[th.process].pid, th.tid): th for th in self.threads}
+
+        def pid_of(v: Any) -> "Process | None":
+            return procs.get(v) if type(v) is int else None
+
+        bad = 0
+        for e in roles if isinstance(roles, list) else ():
+            ok = isinstance(e, list) and len(e) == 3 and e[2] in SUMMARY_ROLES
+            p = pid_of(e[0]) if ok else None
+            if p is not None and e[1] is None:
+                self.mark_summary({p.id}, e[2])
+            elif p is not None and type(e[1]) is int and (th := threads.get((e[0], e[1]))) is not None:
+                self.tracks[th.track].summary = e[2]
+            else:
+                bad += 1
+        for e in ranks if isinstance(ranks, list) else ():
+            p = pid_of(e[0]) if isinstance(e, list) and len(e) == 2 else None
+            if p is not None and type(e[1]) is int and 0 <= e[1] <= INT32_MAX:
+                p.args["rank"] = e[1]
+            else:
+                bad += 1
+        bad += (roles is not None and not isinstance(roles, list)) + (ranks is not None and not isinstance(ranks, list))
+        if bad:
+            self.diagnostics.warn(WarningCode.NOTE, "entries of traceconv's metadata that name no process or "
+                                  "thread of the trace were not used (summary roles, process ranks)", bad)
+        return bad
+
+    def fold_tracks(self, into: Mapping[int, int]) -> None:
+        """Move the events of each track ``k`` of ``into`` onto track ``into[k]`` and drop the
+        emptied tracks, the later ones renumbered: a reader's step, where a track of the file is
+        part of another in the model (Chrome JSON's threads for overlap lanes, laid out again by
+        :func:`~traceconv.model.layout.nest`)."""
+        import numpy as np
+
+        if not into:
+            return
+        n = len(self.tracks)
+        target = np.arange(n, dtype=np.int32)
+        for k, v in into.items():
+            target[k] = target[v] if v in into else v      # (one level: a lane's track is no lane)
+        keep = np.ones(n, dtype=bool)
+        keep[list(into)] = False
+        new_id = np.cumsum(keep, dtype=np.int32) - 1
+        remap = new_id[target]
+        for col in (self.slices.track, self.instants.track, self.counters.track):
+            if len(col):
+                a = np.frombuffer(col, np.int32)          # (the column's own buffer, written in place)
+                a[:] = remap[a]
+                del a
+        tracks = [t for t in self.tracks if keep[t.id]]
+        for t in tracks:
+            t.id = int(new_id[t.id])
+            if t.parent is not None:
+                t.parent = int(remap[t.parent])
+        for th in self.threads:
+            th.track = int(remap[th.track])
+        self.tracks = tracks
+        if self.slices.depth is not None:
+            self.slices.depth = self.slices.parent = None     # (nested again when asked)
 
     def add_lane(self, track: Track, lane: int, labels: Counter[tuple[int, str]] | None = None) -> Track:
         """Extra track ``lane`` (1, 2, ...) of ``track`` for slices that overlap its own.  A thread's

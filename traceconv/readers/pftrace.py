@@ -171,12 +171,14 @@ def _read(data: bytes, path: Any, compiled: bool) -> tuple[Trace, bool]:
     """The trace in ``data``, and whether traceconv's metadata was in it."""
     got = _read_compiled(data) if compiled else None
     trace, packets, own = got if got is not None else _read_reference(data)
+    if own is not None:
+        trace.restore_marks(own)
     if packets == 0:
         raise TraceconvError("not a Perfetto trace (no packet could be read)", path=path)
     rec = trace.meta.extra.get("record")
     if isinstance(rec, dict) and trace.meta.rank is None and rec.get("shard") is not None:
         trace.meta.rank = rec["shard"]
-    return trace, own
+    return trace, own is not None
 
 
 def _new_trace() -> Trace:
@@ -200,11 +202,11 @@ def _describe(trace: Trace, descs: dict[int, Any], d: Any) -> None:
             trace.set_thread_name(th, name)
 
 
-def _metadata(trace: Trace, bundle: Any) -> bool:
-    """The ``chrome_events`` metadata: traceconv's own (rank, world size, synthesized, source format,
-    clock) and the rest;
-    whether traceconv's own was there."""
-    own = False
+def _metadata(trace: Trace, bundle: Any) -> "dict[str, Any] | None":
+    """The ``chrome_events`` metadata read into the trace: traceconv's own (rank, world size,
+    synthesized, source format, clock) and the rest.  Returns traceconv's own, if it was there (its
+    marks are applied once the whole file is read)."""
+    own = None
     for m in bundle.metadata:
         if m.HasField("json_value"):
             try:
@@ -217,13 +219,8 @@ def _metadata(trace: Trace, bundle: Any) -> bool:
                 m.int_value if m.HasField("int_value") else m.bool_value
         key = _text(trace, m.name)
         if key == "traceconv" and isinstance(v, dict):
-            own = True
-            if v.get("rank") is not None:
-                trace.meta.rank = v["rank"]
-            if v.get("world_size") is not None:
-                trace.meta.world_size = v["world_size"]
-            if v.get("synthesized"):
-                trace.meta.synthesized = True           # (an aggregate input's: summary counts its calls)
+            own = v
+            trace.meta.restore(v)
             if v.get("source_format"):
                 trace.meta.extra.setdefault("recorded_as", v["source_format"])
             if v.get("clock") and v["clock"] != "unix":
@@ -243,13 +240,13 @@ def _truncated(trace: Trace, data: bytes, read_to: int) -> None:
                                "damaged: the packets before it were read", 1)
 
 
-def _read_compiled(data: bytes) -> tuple[Trace, int, bool] | None:
-    """The trace, the number of packets read and whether traceconv's metadata was among them, or
+def _read_compiled(data: bytes) -> "tuple[Trace, int, dict[str, Any] | None] | None":
+    """The trace, the number of packets read and traceconv's metadata if it was among them, or
     None where the compiled reader leaves the file to the reference."""
     r = _core.readback.read(data)
     if isinstance(r, str):
         return None
-    trace, own = _new_trace(), False
+    trace, own = _new_trace(), None
     descs: dict[int, Any] = {}
     uuids = r["uuids"].tolist()
     first = {u: k for k, u in enumerate(uuids)}  # (each uuid's place in the order of first use)
@@ -266,7 +263,7 @@ def _read_compiled(data: bytes) -> tuple[Trace, int, bool] | None:
         except Exception:  # noqa: BLE001 - damaged: the reference stops there
             return None
         if not p.HasField("track_descriptor"):
-            own |= _metadata(trace, p.chrome_events)
+            own = m if (m := _metadata(trace, p.chrome_events)) is not None else own
             continue
         d = p.track_descriptor
         # The compiled reader leaves out a descriptor the same as its track's last: the same calls
@@ -317,10 +314,10 @@ def _read_compiled(data: bytes) -> tuple[Trace, int, bool] | None:
     return trace, r["packets"], own
 
 
-def _read_reference(data: bytes) -> tuple[Trace, int, bool]:
+def _read_reference(data: bytes) -> "tuple[Trace, int, dict[str, Any] | None]":
     """The reference: every packet through ``perfetto_trace_pb2``; the trace, the packets read and
-    whether traceconv's metadata was among them."""
-    trace, own = _new_trace(), False
+    traceconv's metadata if it was among them."""
+    trace, own = _new_trace(), None
     seqs: dict[int, _Seq] = {}
     descs: dict[int, Any] = {}
     tracks: dict[int, int] = {}                  # uuid -> model track id
@@ -372,7 +369,7 @@ def _read_reference(data: bytes) -> tuple[Trace, int, bool]:
             _describe(trace, descs, p.track_descriptor)
             continue
         if which == "chrome_events":
-            own |= _metadata(trace, p.chrome_events)
+            own = m if (m := _metadata(trace, p.chrome_events)) is not None else own
             continue
         if which != "track_event":
             continue

@@ -426,7 +426,15 @@ def write(trace: Trace, out: BinaryIO) -> None:
     tail: dict = {"displayTimeUnit": "ms"}
     if base:
         tail["baseTimeNanoseconds"] = base
-    meta = {"traceconv": {"version": __version__, **trace.meta.as_dict()}}
+    own = {"version": __version__, **trace.meta.as_dict(), **trace.written_marks(lambda t: ids.slice_pid_tid[t.id])}
+    # the threads that hold overlap lanes, each with its track's thread: read back, a lane's slices
+    # go onto that thread again (and are laid out as they were: what starts inside a lane's slice
+    # is its child, for summary's self times)
+    lanes = [[*ids.slice_pid_tid[t.id], ids.slice_pid_tid[t.parent][1]] for t in trace.tracks
+             if t.kind is TrackKind.LANE and t.parent is not None]
+    if lanes:
+        own["lanes"] = lanes
+    meta = {"traceconv": own}
     meta.update(trace.meta.extra)
     tail["metadata"] = meta
     # trace_processor refuses a whole file whose metadata holds a raw DEL (0x7f) character; JSON

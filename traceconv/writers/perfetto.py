@@ -461,11 +461,17 @@ def _descriptor_packets(trace: Trace, uuids: list[int], opens: bool = False) -> 
     return b"".join(out)
 
 
+def _thread_place(trace: Trace) -> Any:
+    """The (pid, tid) of a thread track's descriptor."""
+    return lambda t: (trace.processes[trace.threads[t.thread].process].pid, trace.threads[t.thread].tid)
+
+
 def _metadata_packet(trace: Trace, opens: bool = False) -> bytes:
     """The trace's metadata (traceconv's own, then the source's) as a ChromeEventBundle (``opens``:
     the first packet of its sequence)."""
     f = _field
-    meta = {"traceconv": {"version": __version__, **trace.meta.as_dict()}, **trace.meta.extra}
+    meta = {"traceconv": {"version": __version__, **trace.meta.as_dict(), **trace.written_marks(_thread_place(trace))},
+            **trace.meta.extra}
     entries = []
     for k, v in meta.items():
         value = (f("ChromeMetadata", "string_value", v) if isinstance(v, str)

@@ -291,6 +291,7 @@ class ChromeReader(ReadPaths):
         self._global_track: int | None = None
         self.warn = self.trace.diagnostics.warn
         self._own = False
+        self._own_meta: dict[str, Any] = {}    # traceconv's own metadata, when the file has it
         self._progress: tuple[list[int], int, str] | None = None   # (bytes read, of how many, stage)
         # int32: 2**31 events would be a file of ~500 GB
         self._bseq = array("i")        # per slice: the input position of the event that began it
@@ -309,12 +310,8 @@ class ChromeReader(ReadPaths):
                 if k != "traceconv":
                     self.trace.meta.extra[k] = v
             if isinstance(own, dict):
-                if own.get("rank") is not None:
-                    self.trace.meta.rank = own.get("rank")
-                if own.get("world_size") is not None:
-                    self.trace.meta.world_size = own.get("world_size")
-                if own.get("synthesized"):
-                    self.trace.meta.synthesized = True
+                self.trace.meta.restore(own)
+                self._own_meta = own
         for k, v in header.items():
             if k not in ("metadata", "displayTimeUnit", "baseTimeNanoseconds"):
                 self.trace.meta.extra[k] = v
@@ -704,7 +701,36 @@ class ChromeReader(ReadPaths):
         self.names.apply(self.trace, self._threads, self.warn)
         if not self._own:
             self.finish()           # a dialect's last step; traceconv's own output needs none
+        else:
+            self._fold_lanes(self._own_meta.get("lanes"))
+        self.trace.restore_marks(self._own_meta)
         name_remapped(self.trace)
+
+    def _fold_lanes(self, lanes: Any) -> None:
+        """traceconv's writer puts overlap lanes on threads of their own, ``[pid, lane's tid, its
+        track's tid]`` in its metadata: their slices go back onto their track's (as the .pftrace
+        reader does), for :func:`~traceconv.model.layout.nest` to lay out as they were.  An entry
+        that names no such pair of tracks is counted, not used."""
+        if not isinstance(lanes, list):
+            return
+        into: dict[int, int] = {}
+        bad = 0
+        for e in lanes:
+            ok = isinstance(e, list) and len(e) == 3 and all(type(x) is int for x in e)
+            lane = self._threads.get((e[0], e[1])) if ok else None
+            base = self._threads.get((e[0], e[2])) if ok else None
+            if isinstance(lane, _TrackRef) and base is not None and base is not lane and lane.track not in into:
+                into[lane.track] = base.track
+            else:
+                bad += 1
+        for k in list(into):
+            if into[k] in into:                 # (a lane of a lane: not what traceconv writes)
+                del into[k]
+                bad += 1
+        self.trace.fold_tracks(into)            # (the last step on tracks: the ids in _threads are stale)
+        if bad:
+            self.warn(WarningCode.NOTE, "entries of traceconv's metadata that name no process or thread of the "
+                      "trace were not used (overlap lanes)", bad)
 
     # ---- instants, counters, metadata ----------------------------------------------------
 
