@@ -433,16 +433,11 @@ _PFTRACE_ARGS = st.dictionaries(keys, st.recursive(
     max_leaves=6), max_size=4)
 
 
-@st.composite
-def perfetto(draw: Any) -> Case:
-    """A .pftrace traceconv wrote (the input ``traceconv summary run.pftrace`` reads back): a drawn
-    timeline of slices that nest, overlap and repeat on a few threads, instants, counters, flows
-    and args of every JSON kind (NaN, huge integers, empty containers), sometimes with bytes
-    flipped, cut or spliced in."""
-    import tempfile
-    from pathlib import Path
-
-    import traceconv
+def _drawn_timeline(draw: Any) -> Any:
+    """A timeline as traceconv's own outputs hold it: slices that nest, overlap and repeat on a few
+    threads (overlap lanes), instants, counters, flows, args of every JSON kind (NaN, huge
+    integers, empty containers), and what traceconv's metadata keeps beside the events: summary
+    roles of tracks and a merged trace's process ranks."""
     from traceconv.model import Trace, TrackKind
     t = Trace("drawn")
     threads = [t.thread(t.process(p, draw(_PLAIN_NAMES | _MARKUP_NAMES), pid=p), tid, draw(st.text(max_size=6)))
@@ -462,6 +457,23 @@ def perfetto(draw: Any) -> Case:
     if len(t.slices):
         for _ in range(draw(st.integers(0, 4))):
             t.add_flow(*draw(st.tuples(*[st.integers(0, len(t.slices) - 1)] * 2)))
+    for th in threads:
+        t.tracks[th.track].summary = draw(st.sampled_from([None, None, "mirror", "profiler"]))
+    if draw(st.booleans()):
+        for p in t.processes:
+            p.args["rank"] = draw(st.integers(0, 3))
+    return t
+
+
+@st.composite
+def perfetto(draw: Any) -> Case:
+    """A .pftrace traceconv wrote (the input ``traceconv summary run.pftrace`` reads back): a drawn
+    timeline (:func:`_drawn_timeline`), sometimes with bytes flipped, cut or spliced in."""
+    import tempfile
+    from pathlib import Path
+
+    import traceconv
+    t = _drawn_timeline(draw)
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "t.pftrace"
         traceconv.save(t, out)
@@ -478,11 +490,42 @@ def perfetto(draw: Any) -> Case:
     return Case("perfetto", ".pftrace", bytes(data))
 
 
+@st.composite
+def own_json(draw: Any) -> Case:
+    """Chrome JSON traceconv wrote (read back by ``summary``, ``merge``, ``convert``): a drawn
+    timeline (:func:`_drawn_timeline`), its metadata's marks (overlap lanes' threads, summary
+    roles, process ranks) sometimes replaced by drawn JSON, which the reader must use where it
+    names the trace's threads and count where it does not."""
+    import tempfile
+    from pathlib import Path
+
+    import orjson
+
+    import traceconv
+    t = _drawn_timeline(draw)
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "t.json"
+        traceconv.save(t, out)
+        doc = orjson.loads(out.read_bytes())
+    own = doc["metadata"]["traceconv"]
+    ints = st.integers(-2, 8) | st.integers(2_000_000_000, 2_000_000_004) | st.integers(0, 2**64 - 1)
+    junk = st.recursive(st.none() | st.booleans() | ints | st.text(max_size=4) | st.sampled_from(["mirror", "profiler"]),
+                        lambda inner: st.lists(inner, max_size=4), max_leaves=12)
+    for key in ("lanes", "summary_roles", "process_ranks"):
+        if draw(st.integers(0, 3)) == 0:
+            own[key] = draw(junk)
+        elif key in own and own[key] and draw(st.integers(0, 3)) == 0:
+            entries = list(own[key])
+            entries[draw(st.integers(0, len(entries) - 1))] = draw(junk)
+            own[key] = entries
+    return Case("own-json", ".json", orjson.dumps(doc))
+
+
 IMPORTERS = {
     "mlagents": mlagents(), "sample-factory": sample_factory(), "mxnet-stats-json": mxnet_stats_json(),
     "mxnet-stats-table": mxnet_stats_table(), "mxnet": mxnet_trace(), "kineto": kineto(),
     "composer": composer(), "megengine": megengine_timeline(), "megengine-static": megengine_static(),
-    "chrome-json": chrome(), "scanner": scanner(), "perfetto": perfetto(),
+    "chrome-json": chrome(), "scanner": scanner(), "perfetto": perfetto(), "own-json": own_json(),
 }
 
 
