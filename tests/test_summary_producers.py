@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 import traceconv
+from traceconv import formats
 from traceconv.hotspots import LEFT_OUT_MIRROR, LEFT_OUT_PROFILER, LEFT_OUT_RANKS, covered_ns, fmt_rate, summarize
 from traceconv.model import TrackKind
 from traceconv.model.layout import nest
@@ -490,7 +491,13 @@ def _table(s) -> tuple:
 
 
 OWN_SOURCES = [MX_TRACE, MGE, TORCH_CPU, GLOO / "rank0.pt.trace.json.gz", MLA[0],
-               FIX / "megengine_timeline" / "generated_mge1130_dynamic.chrome_timeline.json.gz"]
+               FIX / "megengine_timeline" / "generated_mge1130_dynamic.chrome_timeline.json.gz",
+               # slices of the same start and duration, one holding the other: read back from a
+               # .pftrace they must nest as they did (its rows in the order of their begins)
+               SF / "docs_profiling_vizdoom_tree_view.log", MX_JSON,
+               FIX / "kineto" / "hta_trace_diff_control_legacy_async_cpu_to_gpu_EXCERPT.json.gz",
+               # a .pftrace holding a log's "profile tree view" headers in its strings: its own
+               SF / "benchmarking_isaacgym_ant.txt"]
 
 
 @pytest.mark.parametrize("ext", [".pftrace", ".json"])
@@ -501,11 +508,12 @@ def test_a_conversion_summarises_as_its_source(tmp_path, src, ext):
     PyTorch's profiler window is the top row with 46 % of the self time."""
     out = tmp_path / f"out{ext}"
     traceconv.convert(src, out)
-    for by in ("name", "category", "rank"):
+    assert formats.detect(out.read_bytes()[:65536], out).name == ("perfetto" if ext == ".pftrace" else "chrome-json")
+    for by in ("name", "category", "rank", "thread", "process"):
         want = _table(summarize(traceconv.load(src), by=by))
         assert _table(summarize(traceconv.load(out), by=by)) == want, by
     roles = {t.summary for t in traceconv.load(src).tracks} - {None}
-    assert bool(roles) == (src in (MX_TRACE, MGE, TORCH_CPU, GLOO / "rank0.pt.trace.json.gz"))
+    assert bool(roles) == (src in (MX_TRACE, MGE, TORCH_CPU, GLOO / "rank0.pt.trace.json.gz", OWN_SOURCES[8]))
     back = traceconv.load(out)
     nest(back)
     lanes = [traceconv.load(out).track_label(t) for t in back.tracks if t.kind is TrackKind.LANE]

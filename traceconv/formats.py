@@ -8,7 +8,11 @@ used, so listing formats or detecting one does not import every importer.
 * writer:  ``write(trace: Trace, out: BinaryIO) -> None``; an *archive* format's writer holds one
   trace per rank file instead, and only ``traceconv merge`` writes it
   (``write_archive(entries, alignments, out, inputs)``, :mod:`traceconv.writers.archive`)
-* sniffer: ``sniff(head: bytes) -> bool`` -- ``head`` is the (decompressed) start of the file.
+* sniffer: ``sniff(head: bytes) -> bool`` -- ``head`` is the (decompressed) start of the file;
+  ``claims``, where a format has one, is a sniffer that cannot be wrong (a binary signature), tried
+  before every format's ``sniff``: text sniffers search a head for their markers, and a binary file
+  can hold those markers in its strings (a .pftrace converted from a Sample Factory log holds the
+  log's ``profile tree view`` headers).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class Format:
     reader: str | None = None
     writer: str | None = None
     sniff: str | None = None
+    claims: str | None = None        # a sniffer that cannot be wrong, tried before every sniff
     aggregate: bool = False          # the source holds totals, not timestamps: the timeline is synthesized
     archive: bool = False            # one trace per rank file in one output: only a merge writes it
     aliases: tuple[str, ...] = ()
@@ -86,6 +91,7 @@ FORMATS: tuple[Format, ...] = (
            "recordings, conversions, merges)",
            extensions=(".pftrace", ".perfetto-trace", ".pb", ".pftrace.gz", ".perfetto-trace.gz"),
            reader="traceconv.readers.pftrace:read", sniff="traceconv.readers.pftrace:sniff",
+           claims="traceconv.readers.pftrace:claims",
            writer="traceconv.writers.perfetto:write", aliases=("pftrace", "proto", "protobuf")),
     Format("perfetto-archive", "Perfetto merge archive (a TAR of one .pftrace per rank file and the clock "
            "offsets in perfetto_manifest.json, which trace_processor v58+ merges)",
@@ -142,6 +148,9 @@ FOREIGN_PERFETTO = ("this is already a Perfetto protobuf trace, not one tracecon
 
 def detect(head: bytes, path: str | Path) -> Format:
     """The reader format of a file, from its content (not its name)."""
+    for f in FORMATS:
+        if f.reader and f.claims and f.load("claims")(head):
+            return f
     for f in FORMATS:
         if f.reader and f.sniff and f.load("sniff")(head):
             return f

@@ -171,13 +171,11 @@ struct Rows {
     lens: Vec<i64>,
 }
 
-/// A begun slice waiting for its end.
+/// A begun slice waiting for its end: its row (made at its begin, the rows being in the order
+/// of their begins) and its start.
 struct Open {
     ts: i128,
-    name: u32,
-    cat: u32,
-    args: Vec<u8>,
-    flows: Vec<(u64, bool)>, // its flow ids, and whether each ends there (terminating_flow_ids)
+    row: usize,
 }
 
 #[derive(Default)]
@@ -214,6 +212,50 @@ impl Reader {
             Some(i) => i as u32,
             None => self.strings.insert_full(s.to_owned()).0 as u32,
         }
+    }
+
+    /// Take out the rows of the slices still open where the file ends (their flow ends with them),
+    /// as the reference does; the stacks stay, to be counted.
+    fn drop_open(&mut self) {
+        let mut open: Vec<usize> = self.stacks.values().flatten().map(|o| o.row).collect();
+        if open.is_empty() {
+            return;
+        }
+        open.sort_unstable();
+        let r = &mut self.slices;
+        let n = r.ts.len();
+        let mut keep = vec![true; n];
+        for &k in &open {
+            keep[k] = false;
+        }
+        let mut new_row = vec![-1i64; n];
+        let mut old = std::mem::take(r);
+        let mut start = 0usize;
+        for k in 0..n {
+            let len = old.lens[k] as usize;
+            if keep[k] {
+                new_row[k] = r.ts.len() as i64;
+                r.track.push(old.track[k]);
+                r.ts.push(old.ts[k]);
+                r.dur.push(old.dur[k]);
+                r.name.push(old.name[k]);
+                r.cat.push(old.cat[k]);
+                r.lens.push(old.lens[k]);
+                r.args.extend_from_slice(&old.args[start..start + len]);
+            }
+            start += len;
+        }
+        old.args.clear();
+        let (mut ids, mut rows, mut ends) = (Vec::new(), Vec::new(), Vec::new());
+        for ((&id, &row), &end) in self.flow_ids.iter().zip(&self.flow_slices).zip(&self.flow_ends) {
+            let to = new_row[row as usize];
+            if to >= 0 {
+                ids.push(id);
+                rows.push(to);
+                ends.push(end);
+            }
+        }
+        (self.flow_ids, self.flow_slices, self.flow_ends) = (ids, rows, ends);
     }
 
     /// The packets of `data` (a `Trace`), up to the first that is cut or not a packet.
@@ -449,23 +491,7 @@ impl Reader {
         }
         if kind == TYPE_SLICE_END {
             match self.stacks.get_mut(&uuid).and_then(Vec::pop) {
-                Some(o) => {
-                    let r = &mut self.slices;
-                    r.track.push(at);
-                    r.ts.push(time(o.ts)?);
-                    r.dur.push(time(t - o.ts)?);
-                    r.name.push(o.name);
-                    r.cat.push(o.cat);
-                    self.used.extend([o.name, o.cat]);
-                    r.lens.push(o.args.len() as i64);
-                    let row = r.ts.len() as i64 - 1;
-                    for (id, ends) in o.flows {
-                        self.flow_ids.push(id);
-                        self.flow_slices.push(row);
-                        self.flow_ends.push(ends);
-                    }
-                    r.args.extend_from_slice(&o.args);
-                }
+                Some(o) => self.slices.dur[o.row] = time(t - o.ts)?,
                 None => self.unmatched_ends += 1,
             }
             return Ok(());
@@ -499,7 +525,23 @@ impl Reader {
             Json { seq: &self.seqs[&sid], out: &mut args }.object(&anns, 0)?;
         }
         if kind == TYPE_SLICE_BEGIN {
-            self.stacks.entry(uuid).or_default().push(Open { ts: t, name, cat, args, flows });
+            // the row now, its duration at its end (a begin never ended is taken out at the end)
+            let r = &mut self.slices;
+            let row = r.ts.len();
+            r.track.push(at);
+            r.ts.push(time(t)?);
+            r.dur.push(0);
+            r.name.push(name);
+            r.cat.push(cat);
+            self.used.extend([name, cat]);
+            r.lens.push(args.len() as i64);
+            r.args.extend_from_slice(&args);
+            for (id, ends) in flows {
+                self.flow_ids.push(id);
+                self.flow_slices.push(row as i64);
+                self.flow_ends.push(ends);
+            }
+            self.stacks.entry(uuid).or_default().push(Open { ts: t, row });
             return Ok(());
         }
         self.other_flow_ends += flows.len() as u64;
@@ -693,6 +735,9 @@ fn read<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     let (r, done) = py.detach(|| {
         let mut r = Reader::default();
         let done = r.run(data);
+        if done.is_ok() {
+            r.drop_open();
+        }
         (r, done)
     });
     if let Err(why) = done {

@@ -56,25 +56,9 @@ def _filter(trace: Trace, drop_cats: frozenset[str], min_dur: int,
             dropped[BY_WINDOW] = int(m.sum())
             keep &= ~m
     if not keep.all():
-        new_index = np.cumsum(keep) - 1
-        idx = np.nonzero(keep)[0]
-        for col in ("ts", "dur", "track", "name", "cat"):
-            a = getattr(s, col)
-            setattr(s, col, type(a)(a.typecode, np.frombuffer(a, dtype=a.typecode).take(idx).tobytes())
-                    if len(idx) else type(a)(a.typecode))
-        s.args = s.args.take(idx.tolist())
-        s.depth = s.parent = None
-        f = trace.flows
-        if len(f):
-            src = np.frombuffer(f.src, dtype=np.int64)
-            dst = np.frombuffer(f.dst, dtype=np.int64)
-            fk = keep[src] & keep[dst]
-            lost = int((~fk).sum())
-            if lost:
-                dropped[LOST_FLOWS] = lost
-            f.src = type(f.src)("q", new_index[src[fk]].astype(np.int64).tobytes())
-            f.dst = type(f.dst)("q", new_index[dst[fk]].astype(np.int64).tobytes())
-            f.name = type(f.name)("i", np.frombuffer(f.name, dtype=np.int32)[fk].tobytes())
+        lost = trace.take_slices(np.nonzero(keep)[0])
+        if lost:
+            dropped[LOST_FLOWS] = lost
     ins = trace.instants
     if len(ins) and (drop_cats or window):
         its = np.frombuffer(ins.ts, dtype=np.int64)

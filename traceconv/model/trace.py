@@ -394,6 +394,33 @@ class Trace:
                                   "thread of the trace were not used (summary roles, process ranks)", bad)
         return bad
 
+    def take_slices(self, idx: Any) -> int:
+        """Keep the slices at ``idx`` (row numbers, in the order they are to have: a subset, or all
+        of them in another order) and the flows whose two slices are kept, renumbered; returns how
+        many flows were lost."""
+        import numpy as np
+
+        s, f = self.slices, self.flows
+        idx = np.asarray(idx, dtype=np.int64)
+        for col in ("ts", "dur", "track", "name", "cat"):
+            a = getattr(s, col)
+            setattr(s, col, type(a)(a.typecode, np.frombuffer(a, dtype=a.typecode).take(idx).tobytes())
+                    if len(idx) else type(a)(a.typecode))
+        n = len(s.args)
+        s.args = s.args.take(idx.tolist())
+        s.depth = s.parent = None
+        if not len(f):
+            return 0
+        new_index = np.full(n, -1, dtype=np.int64)
+        new_index[idx] = np.arange(len(idx), dtype=np.int64)
+        src = new_index[np.frombuffer(f.src, dtype=np.int64)]
+        dst = new_index[np.frombuffer(f.dst, dtype=np.int64)]
+        kept = (src >= 0) & (dst >= 0)
+        f.src = array("q", src[kept].tobytes())
+        f.dst = array("q", dst[kept].tobytes())
+        f.name = array("i", np.frombuffer(f.name, dtype=np.int32)[kept].tobytes())
+        return int((~kept).sum())
+
     def fold_tracks(self, into: Mapping[int, int]) -> None:
         """Move the events of each track ``k`` of ``into`` onto track ``into[k]`` and drop the
         emptied tracks, the later ones renumbered: a reader's step, where a track of the file is

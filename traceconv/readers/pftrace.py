@@ -53,6 +53,18 @@ def sniff(head: bytes) -> bool:
     """A .pftrace traceconv wrote: traceconv's metadata among the head's packets, or a head of
     nothing but the packets traceconv writes before it (a merge of many ranks describes all their
     tracks first; :func:`read` checks the metadata then)."""
+    return _head(head) is not False
+
+
+def claims(head: bytes) -> bool:
+    """A .pftrace traceconv wrote, for certain: packets up to traceconv's metadata (the registry
+    asks this before the text formats' sniffers, which could find their markers in its strings)."""
+    return _head(head) is True
+
+
+def _head(head: bytes) -> "bool | None":
+    """True: packets up to one holding traceconv's metadata; None: nothing but the packets
+    traceconv writes before it; False: anything else."""
     if head[:1] != b"\x0a":
         return False
     kinds = set()
@@ -64,7 +76,7 @@ def sniff(head: bytes) -> bool:
         if p.HasField("chrome_events"):
             return any(m.name == "traceconv" for m in p.chrome_events.metadata)
         kinds.add(p.WhichOneof("data"))
-    return bool(kinds) and kinds <= {None, "clock_snapshot", "track_descriptor"}
+    return None if kinds and kinds <= {None, "clock_snapshot", "track_descriptor"} else False
 
 
 def read(source: Any) -> Trace:
@@ -391,9 +403,8 @@ def _read_reference(data: bytes) -> "tuple[Trace, int, dict[str, Any] | None]":
         if kind == _TE.TYPE_SLICE_END:
             st = stacks.get(uuid)
             if st:
-                t0, name, cat, args, begun = st.pop()
-                row = trace.add_slice(tid, t0, ts - t0, name, cat, args or None)
-                flow_points += [(f, row, ends) for f, ends in begun]
+                t0, row = st.pop()
+                trace.slices.dur[row] = trace._time(ts - t0)
             else:
                 trace.diagnostics.warn(WarningCode.UNMATCHED_END, "slice ends without a begin", 1)
             continue
@@ -406,13 +417,24 @@ def _read_reference(data: bytes) -> "tuple[Trace, int, dict[str, Any] | None]":
             (seq.cats.get(te.category_iids[0]) if len(te.category_iids) else None)
         args = {_key(a, seq, trace): _value(a, seq, trace) for a in te.debug_annotations}
         if kind == _TE.TYPE_SLICE_BEGIN:
-            stacks.setdefault(uuid, []).append((ts, name, cat, args, flows))
+            # the row now, its duration at its end: the rows in the order of their begins (the
+            # writer's, the source's: an enclosing slice before what it holds, which decides how
+            # slices of the same start and duration nest when laid out again, and with it self
+            # times); a begin never ended is taken out at the end
+            row = trace.add_slice(tid, ts, 0, name, cat, args or None)
+            flow_points += [(f, row, ends) for f, ends in flows]
+            stacks.setdefault(uuid, []).append((ts, row))
         elif kind == _TE.TYPE_INSTANT:
             trace.add_instant(tid, ts, name, cat, args or None)
-    open_slices = sum(len(s) for s in stacks.values())
-    if open_slices:
+    open_rows = sorted(row for st in stacks.values() for _, row in st)
+    if open_rows:
         trace.diagnostics.warn(WarningCode.UNMATCHED_BEGIN, "slices still open where the file ends were left out",
-                               open_slices)
+                               len(open_rows))
+        keep = np.ones(len(trace.slices), bool)
+        keep[open_rows] = False
+        new_row = np.cumsum(keep) - 1
+        flow_points = [(f, int(new_row[row]), ends) for f, row, ends in flow_points if keep[row]]
+        trace.take_slices(np.flatnonzero(keep))
     ids, rows, ends = zip(*flow_points) if flow_points else ((), (), ())
     _flows(trace, np.array(ids, np.uint64), np.array(rows, np.int64), np.array(ends, bool), other_flow_ends)
     _truncated(trace, data, read_to)
