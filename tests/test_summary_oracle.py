@@ -63,3 +63,41 @@ def test_summary_by_name_is_what_trace_processor_makes_of_the_slices(path, tmp_p
         # (trace_processor's slices of a name: ours, and the name's instants, which are dur 0)
         assert count <= t_n <= count + zero_dur.get(name, 0), name
     assert {n for n, (total, _, _) in theirs.items() if total} <= set(ours)
+
+
+# per process of the merged trace: its slices (not instants) and their durations summed
+PER_PROCESS = f"""
+select {tp.text("p.name")} as process, count(*) as n, sum(s.dur) as total
+from slice s
+left join thread_track tt on s.track_id = tt.id
+left join thread t using (utid)
+left join process_track pt on s.track_id = pt.id
+join process p on p.upid = coalesce(t.upid, pt.upid)
+where s.dur > 0
+group by 1 order by 1
+"""
+
+
+@tp.requires_trace_processor
+@pytest.mark.parametrize("ext", [".pftrace", ".json"])
+def test_summary_of_a_merged_file_by_rank_is_what_trace_processor_makes_of_its_processes(tmp_path, ext):
+    """Each rank's calls and their summed durations in ``traceconv summary`` of a merged file, against
+    trace_processor's slices of that file grouped by the rank its processes are named after."""
+    ranks = sorted((FIX / "multirank" / "gloo_2ranks").glob("*.json.gz"))
+    out = tmp_path / f"run{ext}"
+    traceconv.merge(ranks, out)
+    s = traceconv.summary(traceconv.load(out), by="name", top=None, include_profiler_spans=True)
+    ours: dict[int, list[int]] = {}
+    for r in s.rows:
+        for rank, total in r.per_rank_total_ns.items():
+            ours.setdefault(rank, [0, 0])[1] += total
+    by_rank = traceconv.summary(traceconv.load(out), by="rank", top=None, include_profiler_spans=True)
+    for r in by_rank.rows:
+        ours[int(r.key.split()[1])][0] = r.count
+    theirs: dict[int, list[int]] = {}
+    for row in tp.run(out, PER_PROCESS)[0]:
+        rank = int(row["process"].split(" · ")[0].split()[1])           # "rank 1 · python (pid 4242)"
+        got = theirs.setdefault(rank, [0, 0])
+        got[0] += row["n"]
+        got[1] += row["total"]
+    assert sorted(ours) == [0, 1] and ours == theirs
