@@ -19,12 +19,14 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import traceconv
 from traceconv import formats
 from traceconv.hotspots import LEFT_OUT_MIRROR, LEFT_OUT_PROFILER, LEFT_OUT_RANKS, covered_ns, fmt_rate, summarize
-from traceconv.model import TrackKind
+from traceconv.model import TrackKind, enforce_time_domain
 from traceconv.model.layout import nest
 
 FIX = Path(__file__).parent / "fixtures"
@@ -575,3 +577,23 @@ def test_marks_that_name_nothing_are_counted_not_applied():
     assert t.tracks[th.track].summary == "profiler" and t.processes[0].args == {"rank": 2}
     assert t.restore_marks({"summary_roles": {"7": "mirror"}, "process_ranks": 3}) == 2
     assert sum(w.count for w in t.diagnostics.warnings if "traceconv's metadata" in w.message) == 12
+
+
+@st.composite
+def _timelines(draw):
+    from fuzz.strategies import _drawn_timeline
+    return _drawn_timeline(draw)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_timelines(), st.sampled_from([".pftrace", ".json"]), st.sampled_from(["name", "rank", "thread"]))
+def test_any_timeline_summarises_the_same_read_back(tmp_path_factory, trace, ext, by):
+    """Drawn timelines (slices that nest, overlap and tie in start and duration, roles, ranks, args
+    of every JSON kind) written by traceconv and read back summarise as the timeline itself."""
+    out = tmp_path_factory.mktemp("own") / f"t{ext}"
+    enforce_time_domain(trace)                      # (what a reader does to what it read)
+    want = _table(summarize(trace, by=by))          # (lays the trace out: the writers take it nested)
+    traceconv.save(trace, out)
+    # (a .json of events more than 26 days apart holds whole µs, as counted: not the same times)
+    assume(not any("whole µs" in w.message for w in trace.diagnostics.warnings))
+    assert _table(summarize(traceconv.load(out), by=by)) == want

@@ -412,9 +412,9 @@ def merge_tables(a: RankTable, b: RankTable) -> RankTable:
 
 
 def _track_ranks(trace: Trace, rank: int) -> np.ndarray | None:
-    """Each track's rank when the trace holds several (a merged one: its processes' ``rank`` arg,
-    which traceconv's own metadata keeps), a track of no such process taking ``rank``; None when
-    the trace is one rank's."""
+    """Each track's rank when the trace is a merged one (its processes' ``rank`` arg, which
+    traceconv's own metadata keeps), a track of no such process taking ``rank``; None when it is
+    one rank's."""
     got = [p.args.get("rank") for p in trace.processes]
     if not any(type(r) is int for r in got):
         return None
@@ -426,16 +426,17 @@ def _track_ranks(trace: Trace, rank: int) -> np.ndarray | None:
         r = got[b.process] if b.process is not None else None
         if type(r) is int:
             out[t.id] = r
-    return out if len(np.unique(out)) > 1 else None
+    return out
 
 
 def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_spans: bool = False,
                wanted: Any = None, window: str | None = None, drop_cat: Sequence[str] = (),
                min_dur: str | None = None) -> RankTable:
     """The rows of one input (the per-input step of :func:`summarize`; filters applied in place):
-    of rank ``rank``, or of each rank a merged trace holds (:func:`_track_ranks`)."""
+    of rank ``rank``, or of each rank whose slices a merged trace holds (:func:`_track_ranks`: a
+    rank with no slices there is none, as a .json output keeps no process without events)."""
     track_rank = _track_ranks(trace, rank)
-    here = [rank] if track_rank is None else np.unique(track_rank).tolist()
+    here = [rank] if track_rank is None else np.unique(track_rank[_col(trace.slices.track, np.int32)]).tolist()
     out = RankTable(seen=list(here), synthesized=bool(trace.meta.synthesized))
     todo = [r for r in here if wanted is None or r in wanted]
     if len(todo) < len(here):
@@ -448,13 +449,12 @@ def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_sp
         if what in SLICE_FILTERS:      # slices; not the instants, counters and flows it also drops
             left_out[left_out_by(what)] = n
     out.ranks.extend(todo)
-    if track_rank is None:
-        slice_rank = None
-        only = None
-    else:
-        slice_rank = track_rank[_col(trace.slices.track, np.int32)]
-        only = np.isin(slice_rank, todo) if len(todo) < len(here) else None
+    # (after the filters, which drop slices; nesting then moves some to lanes of their track, of
+    # the same rank, which the ranks of the tracks are taken again for)
+    slice_rank = None if track_rank is None else track_rank[_col(trace.slices.track, np.int32)]
+    only = None if slice_rank is None or len(todo) == len(here) else np.isin(slice_rank, todo)
     sl = _per_slice(trace, include_profiler_spans, left_out, only)
+    track_rank = None if track_rank is None else _track_ranks(trace, rank)
     codes, labels = _keys(trace, by, rank, track_rank)
     kept = np.flatnonzero(sl.keep)
     if not len(kept):

@@ -407,7 +407,7 @@ class Trace:
             setattr(s, col, type(a)(a.typecode, np.frombuffer(a, dtype=a.typecode).take(idx).tobytes())
                     if len(idx) else type(a)(a.typecode))
         n = len(s.args)
-        s.args = s.args.take(idx.tolist())
+        s.args = s.args.take(idx)
         s.depth = s.parent = None
         if not len(f):
             return 0
@@ -707,25 +707,6 @@ def _take_col(src: array, dst: array, keep: "Any") -> None:
 
 def _drop_slices(trace: Trace, keep: "Any") -> None:
     """Keep only the slices at ``keep`` (sorted indices), with the flows between kept slices."""
-    import numpy as np
-    s = trace.slices
-    new = SliceTable()
-    for name in ("ts", "dur", "track", "name", "cat"):
-        _take_col(getattr(s, name), getattr(new, name), keep)
-    new.args = s.args.take(keep)
-    remap = np.full(len(s), -1, np.int64)
-    remap[keep] = np.arange(len(keep))
-    trace.slices = new
-    f = trace.flows
-    if len(f):
-        src = remap[np.frombuffer(f.src, np.int64)]
-        dst = remap[np.frombuffer(f.dst, np.int64)]
-        ok = np.flatnonzero((src >= 0) & (dst >= 0))
-        nf = FlowTable()
-        nf.src.frombytes(src[ok].tobytes())
-        nf.dst.frombytes(dst[ok].tobytes())
-        _take_col(f.name, nf.name, ok)
-        trace.flows = nf
-        if len(ok) < len(src):
-            trace.diagnostics.warn(WarningCode.DROPPED_EVENT, "flows to or from a dropped slice were dropped",
-                                   len(src) - len(ok))
+    lost = trace.take_slices(keep)
+    if lost:
+        trace.diagnostics.warn(WarningCode.DROPPED_EVENT, "flows to or from a dropped slice were dropped", lost)
