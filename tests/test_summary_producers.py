@@ -597,3 +597,35 @@ def test_any_timeline_summarises_the_same_read_back(tmp_path_factory, trace, ext
     # (a .json of events more than 26 days apart holds whole µs, as counted: not the same times)
     assume(not any("whole µs" in w.message for w in trace.diagnostics.warnings))
     assert _table(summarize(traceconv.load(out), by=by)) == want
+
+
+@st.composite
+def _rank_timelines(draw):
+    from fuzz.strategies import _drawn_timeline
+    traces = []
+    for r in range(draw(st.integers(1, 3))):
+        t = _drawn_timeline(draw)
+        for p in t.processes:
+            p.args.pop("rank", None)
+        t.meta.rank = r
+        traces.append(t)
+    return traces
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_rank_timelines(), st.sampled_from([".pftrace", ".json"]), st.sampled_from(["name", "rank"]))
+def test_any_merge_summarises_as_its_ranks(tmp_path_factory, traces, ext, by):
+    """Drawn rank files merged to .pftrace or .json: the merged file's summary (rows, per-rank
+    totals, busy times, what was left out) is the ranks' files' summary."""
+    d = tmp_path_factory.mktemp("merge")
+    files = []
+    for k, t in enumerate(traces):
+        traceconv.save(t, d / f"rank{k}.pftrace")
+        files.append(d / f"rank{k}.pftrace")
+    ranks = [traceconv.load(f) for f in files]
+    assume(all(len(t.slices) for t in ranks))        # (a merged file's ranks are those with slices)
+    want = _table(summarize(ranks, by=by))
+    res = traceconv.merge(files, d / f"run{ext}")
+    # (a .json of events more than 26 days apart holds whole µs, as counted: not the same times)
+    assume(not any("whole µs" in str(getattr(w, "message", w)) for w in res.warnings))
+    assert _table(summarize(traceconv.load(d / f"run{ext}"), by=by)) == want
