@@ -436,7 +436,8 @@ def rank_table(trace: Trace, rank: int, by: str = "name", *, include_profiler_sp
     of rank ``rank``, or of each rank whose slices a merged trace holds (:func:`_track_ranks`: a
     rank with no slices there is none, as a .json output keeps no process without events)."""
     track_rank = _track_ranks(trace, rank)
-    here = [rank] if track_rank is None else np.unique(track_rank[_col(trace.slices.track, np.int32)]).tolist()
+    here = [rank] if track_rank is None else (np.unique(track_rank[_col(trace.slices.track, np.int32)]).tolist()
+                                              or [rank])      # (no slices: a trace of one rank, as read back)
     out = RankTable(seen=list(here), synthesized=bool(trace.meta.synthesized))
     todo = [r for r in here if wanted is None or r in wanted]
     if len(todo) < len(here):
