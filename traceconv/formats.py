@@ -90,8 +90,8 @@ FORMATS: tuple[Format, ...] = (
     Format("perfetto", "Perfetto TrackEvent protobuf trace (reads back only what traceconv wrote: "
            "recordings, conversions, merges)",
            extensions=(".pftrace", ".perfetto-trace", ".pb", ".pftrace.gz", ".perfetto-trace.gz"),
-           reader="traceconv.readers.pftrace:read", sniff="traceconv.readers.pftrace:sniff",
-           claims="traceconv.readers.pftrace:claims",
+           reader="traceconv.readers.pftrace:read", sniff="traceconv.readers.pftrace_head:sniff",
+           claims="traceconv.readers.pftrace_head:claims",
            writer="traceconv.writers.perfetto:write", aliases=("pftrace", "proto", "protobuf")),
     Format("perfetto-archive", "Perfetto merge archive (a TAR of one .pftrace per rank file and the clock "
            "offsets in perfetto_manifest.json, which trace_processor v58+ merges)",

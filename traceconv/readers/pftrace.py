@@ -43,40 +43,11 @@ from .._native import _core
 from ..errors import TraceconvError, WarningCode
 from ..model import Clock, Trace, TrackKind
 from .chrome.stream import BAD_UTF8, repair_utf8
+from .pftrace_head import packets
 
 _CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 _TE = pb.TrackEvent
 _BOOT = pb.BuiltinClock.BUILTIN_CLOCK_BOOTTIME
-
-
-def sniff(head: bytes) -> bool:
-    """A .pftrace traceconv wrote: traceconv's metadata among the head's packets, or a head of
-    nothing but the packets traceconv writes before it (a merge of many ranks describes all their
-    tracks first; :func:`read` checks the metadata then)."""
-    return _head(head) is not False
-
-
-def claims(head: bytes) -> bool:
-    """A .pftrace traceconv wrote, for certain: packets up to traceconv's metadata (the registry
-    asks this before the text formats' sniffers, which could find their markers in its strings)."""
-    return _head(head) is True
-
-
-def _head(head: bytes) -> "bool | None":
-    """True: packets up to one holding traceconv's metadata; None: nothing but the packets
-    traceconv writes before it; False: anything else."""
-    if head[:1] != b"\x0a":
-        return False
-    kinds = set()
-    for raw, _ in _packets(head):
-        try:
-            p = pb.TracePacket.FromString(raw)
-        except Exception:  # noqa: BLE001 - not a packet: not a trace traceconv wrote
-            return False
-        if p.HasField("chrome_events"):
-            return any(m.name == "traceconv" for m in p.chrome_events.metadata)
-        kinds.add(p.WhichOneof("data"))
-    return None if kinds and kinds <= {None, "clock_snapshot", "track_descriptor"} else False
 
 
 def read(source: Any) -> Trace:
@@ -86,26 +57,6 @@ def read(source: Any) -> Trace:
     if not own:
         raise TraceconvError(FOREIGN_PERFETTO, path=source.path)
     return trace
-
-
-def _packets(data: bytes):
-    pos, n = 0, len(data)
-    while pos < n:
-        if data[pos] != 0x0A:
-            return
-        pos += 1
-        size, shift = 0, 0
-        while pos < n:
-            b = data[pos]
-            pos += 1
-            size |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        if pos + size > n:
-            return                       # cut in the middle: what came before is kept
-        yield data[pos:pos + size], pos + size
-        pos += size
 
 
 class _Seq:
@@ -340,7 +291,7 @@ def _read_reference(data: bytes) -> "tuple[Trace, int, dict[str, Any] | None]":
     other_flow_ends = 0
     parsed = 0
     read_to = 0
-    for raw, end in _packets(data):
+    for raw, end in packets(data):
         try:
             p = pb.TracePacket.FromString(raw)
         except Exception:  # noqa: BLE001 - a damaged packet ends the readable part

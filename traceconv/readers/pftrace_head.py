@@ -1,0 +1,61 @@
+"""Telling a .pftrace traceconv wrote by its head (the registry's sniffer and claim of the
+``perfetto`` format), and the packet framing its reader walks.  Light on purpose: detection asks
+:func:`claims` of every input before any other sniffer, so Perfetto's protobuf module is imported
+only for a head that starts as a packet does."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+
+def sniff(head: bytes) -> bool:
+    """A .pftrace traceconv wrote: traceconv's metadata among the head's packets, or a head of
+    nothing but the packets traceconv writes before it (a merge of many ranks describes all their
+    tracks first; the reader checks the metadata then)."""
+    return _head(head) is not False
+
+
+def claims(head: bytes) -> bool:
+    """A .pftrace traceconv wrote, for certain: packets up to traceconv's metadata (the registry
+    asks this before the text formats' sniffers, which could find their markers in its strings)."""
+    return _head(head) is True
+
+
+def _head(head: bytes) -> "bool | None":
+    """True: packets up to one holding traceconv's metadata; None: nothing but the packets
+    traceconv writes before it; False: anything else."""
+    if head[:1] != b"\x0a":
+        return False
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    kinds = set()
+    for raw, _ in packets(head):
+        try:
+            p = pb.TracePacket.FromString(raw)
+        except Exception:  # noqa: BLE001 - not a packet: not a trace traceconv wrote
+            return False
+        if p.HasField("chrome_events"):
+            return any(m.name == "traceconv" for m in p.chrome_events.metadata)
+        kinds.add(p.WhichOneof("data"))
+    return None if kinds and kinds <= {None, "clock_snapshot", "track_descriptor"} else False
+
+
+def packets(data: bytes) -> Iterator[tuple[bytes, int]]:
+    """Each whole ``TracePacket`` of ``data`` (a ``Trace``) and where it ends, up to the first byte
+    that is not a packet's key or a packet cut by the end."""
+    pos, n = 0, len(data)
+    while pos < n:
+        if data[pos] != 0x0A:
+            return
+        pos += 1
+        size, shift = 0, 0
+        while pos < n:
+            b = data[pos]
+            pos += 1
+            size |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        if pos + size > n:
+            return                       # cut in the middle: what came before is kept
+        yield data[pos:pos + size], pos + size
+        pos += size
