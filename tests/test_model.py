@@ -106,3 +106,20 @@ def test_a_big_batch_that_cannot_be_written_stays_in_memory(spill_at_once, monke
     col.extend_packed(np.frombuffer(b"".join(r or b"" for r in rows_), np.uint8), [len(r or b"") for r in rows_])
     assert not col.spilled
     assert list(col) == [b'{"a":1}'] + rows_
+
+
+def test_fold_tracks_moves_events_and_renumbers():
+    from traceconv.model import Trace, TrackKind
+    t = Trace("test")
+    p = t.process(1, "p")
+    th = t.thread(p, 1, "main")
+    a = t.new_track(TrackKind.ASYNC, "a", p)
+    b = t.new_track(TrackKind.ASYNC, "b", p)
+    t.add_slice(a.id, 0, 5, "x")
+    t.add_slice(b.id, 1, 2, "y")
+    t.add_instant(a.id, 3, "i")
+    with pytest.raises(ValueError):
+        t.fold_tracks({a.id: b.id, b.id: th.track})
+    t.fold_tracks({a.id: th.track})
+    assert [x.name for x in t.tracks if x.kind is TrackKind.ASYNC] == ["b"] and [x.id for x in t.tracks] == list(range(len(t.tracks)))
+    assert list(t.slices.track) == [th.track, t.tracks[-1].id] and list(t.instants.track) == [th.track]

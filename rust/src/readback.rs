@@ -217,11 +217,10 @@ impl Reader {
     /// Take out the rows of the slices still open where the file ends (their flow ends with them),
     /// as the reference does; the stacks stay, to be counted.
     fn drop_open(&mut self) {
-        let mut open: Vec<usize> = self.stacks.values().flatten().map(|o| o.row).collect();
+        let open: Vec<usize> = self.stacks.values().flatten().map(|o| o.row).collect();
         if open.is_empty() {
             return;
         }
-        open.sort_unstable();
         let r = &mut self.slices;
         let n = r.ts.len();
         let mut keep = vec![true; n];
@@ -229,7 +228,7 @@ impl Reader {
             keep[k] = false;
         }
         let mut new_row = vec![-1i64; n];
-        let mut old = std::mem::take(r);
+        let old = std::mem::take(r);
         let mut start = 0usize;
         for k in 0..n {
             let len = old.lens[k] as usize;
@@ -245,7 +244,6 @@ impl Reader {
             }
             start += len;
         }
-        old.args.clear();
         let (mut ids, mut rows, mut ends) = (Vec::new(), Vec::new(), Vec::new());
         for ((&id, &row), &end) in self.flow_ids.iter().zip(&self.flow_slices).zip(&self.flow_ends) {
             let to = new_row[row as usize];

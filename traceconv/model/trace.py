@@ -341,10 +341,10 @@ class Trace:
             if t.kind in (TrackKind.THREAD, TrackKind.ASYNC) and t.process is not None:
                 by_proc.setdefault(t.process, []).append(t)
         roles: list[list[Any]] = []
-        for pid, tracks in by_proc.items():
+        for proc, tracks in by_proc.items():
             kinds = {t.summary for t in tracks}
             if len(kinds) == 1 and None not in kinds:
-                roles.append([self.processes[pid].pid, None, kinds.pop()])
+                roles.append([self.processes[proc].pid, None, kinds.pop()])
                 continue
             for t in tracks:
                 where = place(t) if t.summary is not None and t.kind is TrackKind.THREAD else None
@@ -425,15 +425,16 @@ class Trace:
         """Move the events of each track ``k`` of ``into`` onto track ``into[k]`` and drop the
         emptied tracks, the later ones renumbered: a reader's step, where a track of the file is
         part of another in the model (Chrome JSON's threads for overlap lanes, laid out again by
-        :func:`~traceconv.model.layout.nest`)."""
+        :func:`~traceconv.model.layout.nest`).  A track folded into is not itself folded."""
         import numpy as np
 
         if not into:
             return
+        if not into.keys().isdisjoint(into.values()):
+            raise ValueError("fold_tracks: a track folded into is folded too")
         n = len(self.tracks)
         target = np.arange(n, dtype=np.int32)
-        for k, v in into.items():
-            target[k] = target[v] if v in into else v      # (one level: a lane's track is no lane)
+        target[list(into)] = list(into.values())
         keep = np.ones(n, dtype=bool)
         keep[list(into)] = False
         new_id = np.cumsum(keep, dtype=np.int32) - 1
