@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -312,7 +313,7 @@ def test_telling_formats_apart_imports_no_pydantic(tmp_path):
     """Sniffing imports every reader module, so none may import pydantic (~0.15 s of a cold start,
     in a process that may need no schema) nor Perfetto's protobuf module (asked first of every
     input, the perfetto format's claim imported it: +0.2 s and +9 MB converting the bundled
-    example): telling each fixture's format apart and converting a plain Chrome JSON trace import
+    example; and for a JSON text starting with a newline, which looks like a packet's key): telling each fixture's format apart and converting a plain Chrome JSON trace import
     neither; a Kineto file's header is then checked by its schema."""
     fixtures = Path(__file__).parent / "fixtures"
     files = [fixtures / d / n for d, n in [
@@ -322,6 +323,9 @@ def test_telling_formats_apart_imports_no_pydantic(tmp_path):
         ("mxnet_trace", "generated_mxnet191_profile_all.json"),
         ("kineto", "generated_torch213_cpu_single_worker0.pt.trace.json.gz"),
         ("chrome_json", "perfetto_flow_events_json_v1.json")]]
+    newline_first = tmp_path / "newline_first.pt.trace.json"   # HTA's samples start "\n{"
+    newline_first.write_bytes(b"\n" + gzip.decompress(files[6].read_bytes()))
+    files.insert(-1, newline_first)
     code = ("import sys, traceconv\n"
             "from traceconv import formats, io\n"
             "found = [formats.detect(io.open_source(p).head, p).name for p in sys.argv[1:]]\n"
@@ -334,7 +338,7 @@ def test_telling_formats_apart_imports_no_pydantic(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
         "['mlagents', 'sample-factory', 'mxnet-stats', 'megengine-static', 'megengine', 'mxnet', 'kineto', "
-        "'chrome-json'] False False", "False", "True"]
+        "'kineto', 'chrome-json'] False False", "False", "True"]
 
 
 def test_a_conversion_imports_no_rich_and_prints_names_as_they_are(tmp_path):

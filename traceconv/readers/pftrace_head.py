@@ -26,9 +26,14 @@ def _head(head: bytes) -> "bool | None":
     traceconv writes before it; False: anything else."""
     if head[:1] != b"\x0a":
         return False
+    raws, end = [], 0
+    for raw, end in packets(head):
+        raws.append(raw)
+    if not _cut(head[end:]):
+        return False         # the head is not packets to its end (a JSON text starting with "\n")
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     kinds = set()
-    for raw, _ in packets(head):
+    for raw in raws:
         try:
             p = pb.TracePacket.FromString(raw)
         except Exception:  # noqa: BLE001 - not a packet: not a trace traceconv wrote
@@ -37,6 +42,22 @@ def _head(head: bytes) -> "bool | None":
             return any(m.name == "traceconv" for m in p.chrome_events.metadata)
         kinds.add(p.WhichOneof("data"))
     return None if kinds and kinds <= {None, "clock_snapshot", "track_descriptor"} else False
+
+
+def _cut(rest: bytes) -> bool:
+    """Whether what follows the head's whole packets is nothing or the start of a packet cut by the
+    head's end, as in any head of a file made of packets."""
+    if not rest:
+        return True
+    if rest[0] != 0x0A:
+        return False
+    size, shift = 0, 0
+    for i, b in enumerate(rest[1:11], 2):
+        size |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return i + size > len(rest)
+    return len(rest) < 11
 
 
 def packets(data: bytes) -> Iterator[tuple[bytes, int]]:
