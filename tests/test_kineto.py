@@ -6,6 +6,7 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -339,3 +340,58 @@ def test_typical_memory_args_take_the_typed_way(monkeypatch):
                                 b'"Device Type":1,"Device Id":0}', b'{"Bytes":-4096,"Device Type":0,"Device Id":-1}'])
     assert events.places == [(1, 0, 7, True), (0, -1, 7, True)]
     assert list(events.values[0])[0] == 10.0 and events.no_total.tolist() == [0, 1]
+
+
+def _compiled_memory(args_texts: list[bytes], memory: list[bool], pid: list[int]):
+    """A batch of instants' args back to back, as the scanner gives them, read by the compiled
+    helper (None: declined) for the [memory] rows among them."""
+    from traceconv.readers.chrome.stream import SCAN
+    lens = np.array([len(a) for a in args_texts], np.int64)
+    buf = np.frombuffer(b"".join(args_texts), np.uint8)
+    rows = np.flatnonzero(np.array(memory, bool) & (lens > 0))
+    return rows, SCAN.memory_values(buf, lens, rows, np.array(pid, np.int64))
+
+
+_RAW_MEMORY_ARGS = st.one_of(
+    st.dictionaries(st.sampled_from(_MEMORY_KEYS), st.one_of(st.integers(-1, 3), _MEMORY_VALUES)).map(
+        lambda a: json.dumps(a, separators=(",", ":")).encode()),
+    st.sampled_from([b'{"Device Type":1,"Device Type":2}', b'{"Device\\u0020Type":1,"Bytes":2}', b"[1]",
+                     b'{"Bytes":-0}', b'{"Device Id":-0,"Bytes":1e400}', b'{"Bytes":1.5e-300}', b"7",
+                     b'{"Total Allocated":18446744073709551615}', b'{"Bytes":123456789012345678901}']))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_RAW_MEMORY_ARGS | st.just(b""), st.booleans(), st.integers(0, 3)), max_size=12))
+def test_memory_args_read_by_the_compiled_helper_are_what_the_general_way_reads(rows):
+    """The compiled helper (rust/src/scan/memory.rs) reads a batch's [memory] rows of PyTorch's
+    shape with no Python object per row, and declines any batch with another shape: what it reads
+    (through ``add_values``, or ``add`` where it declined) is what the general way reads."""
+    from traceconv.readers.chrome.kineto import _MemoryEvents
+    texts = [a for a, _, _ in rows]
+    pid = [p for _, _, p in rows]
+    picked, values = _compiled_memory(texts, [m for _, m, _ in rows], pid)
+    fast, ref = _MemoryEvents(), _MemoryEvents()
+    ts = picked.tolist()
+    raw = [texts[r] for r in ts]
+    if values is None:
+        fast.add(ts, [pid[r] for r in ts], raw)
+    else:
+        fast.add_values(picked, *values)
+    ref.add_any(ts, [pid[r] for r in ts], raw)
+    assert fast.places == ref.places and fast.too_big == ref.too_big
+    assert fast.ts == ref.ts and fast.place == ref.place and fast.no_total == ref.no_total
+    assert [v.tobytes() for v in fast.values] == [v.tobytes() for v in ref.values]   # (NaN compared too)
+
+
+def test_the_compiled_helper_reads_pytorchs_shape_and_declines_the_rest():
+    typical = [b'{"Total Reserved":20,"Total Allocated":10.5,"Bytes":4096,"Addr":1,"Device Type":1,"Device Id":0}',
+               b'{"Bytes":-4096,"Device Type":0,"Device Id":-1}', b'{"Addr":3}', b'{"Bytes":1}']
+    rows, values = _compiled_memory(typical, [True, True, False, True], [7, 7, 7, 8])
+    assert rows.tolist() == [0, 1, 3]
+    places, place, total, reserved, nbytes = values
+    assert places == [(1, 0, 7), (0, -1, 7), (None, None, 8)] and place.tolist() == [0, 1, 2]
+    assert total[0] == 10.5 and np.isnan(total[1:]).all()
+    assert nbytes.tolist() == [4096.0, -4096.0, 1.0] and reserved[0] == 20.0 and np.isnan(reserved[2])
+    for other in (b'{"Device Type":null}', b'{"Device Type":1,"Device Type":2}', b'{"Bytes":"x"}',
+                  b'{"Device Id":1.0}', b'{"Bytes":1e400}', b"[1]", b'{"Bytes":123456789012345678901}'):
+        assert _compiled_memory(typical[:1] + [other], [True, True], [7, 7])[1] is None, other

@@ -1,7 +1,8 @@
 """The compiled event scanner (``traceconv._core.scan``, rust/src/scan/) through its Python binding.
 
 Every fuzz case's bytes also go straight to the scanner, cut into random blocks as the reader's
-producer thread feeds it, its rows to ``split`` (as the reader sorts them), and the bytes to
+producer thread feeds it, its rows to ``split`` (as the reader sorts them), its instants' args to ``memory_values`` (held to
+the Python way it stands in for), and the bytes to
 ``value_end``/``skip_ws``/``deep_spans``: each call must return (a status for text that is not
 JSON) or raise ValueError for arguments out of range.  Any other exception -- above all pyo3's
 ``PanicException``, a Rust panic, which derives from BaseException -- is a failure.
@@ -22,6 +23,7 @@ import numpy as np
 
 from traceconv import _core
 from traceconv import validate
+from traceconv.readers.chrome.kineto import _MemoryEvents
 from traceconv.readers.chrome.stream import _ChunkFailure, _find_events, repair_utf8
 
 S = _core.scan
@@ -53,6 +55,7 @@ def feed(data: bytes, rng: random.Random) -> None:
                 assert parts == n, (parts, n)
                 for p in ("x_", "i_"):
                     assert int(k[p + "lens"].sum()) == len(k[p + "args"]), p
+                memory(k, rng)
             pos = new_pos
             if status != S.FULL:
                 break
@@ -61,6 +64,24 @@ def feed(data: bytes, rng: random.Random) -> None:
         carry = buf[pos:]
         if at >= len(data):
             return
+
+
+def memory(k: dict, rng: random.Random) -> None:
+    """A batch's instants, as if all were [memory] events, to ``memory_values``: None, or what the
+    Python way reads (``_MemoryEvents.add_any``)."""
+    lens = k["i_lens"]
+    rows = np.flatnonzero((lens > 0) & (np.array([rng.random() < 0.8 for _ in range(len(lens))], bool)))
+    got = S.memory_values(k["i_args"], lens, rows, k["i_pid"])
+    if got is None:
+        return
+    ends = np.cumsum(lens)
+    text = bytes(k["i_args"])
+    raw = [text[e - n:e] for e, n in zip(ends[rows].tolist(), lens[rows].tolist())]
+    fast, ref = _MemoryEvents(), _MemoryEvents()
+    fast.add_values(rows, *got)
+    ref.add_any(rows.tolist(), k["i_pid"][rows].tolist(), raw)
+    assert fast.places == ref.places and fast.place == ref.place and fast.no_total == ref.no_total
+    assert [v.tobytes() for v in fast.values] == [v.tobytes() for v in ref.values]
 
 
 EXACT_US = 2**40    # below it a time's double (µs) orders times 1 ns apart as their ns do

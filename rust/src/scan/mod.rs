@@ -845,9 +845,11 @@ fn scan<'py>(
     Ok((cols_dict(py, c)?, pos, status, new))
 }
 
+mod memory;
 mod rows;
 mod text;
 
+use memory::memory_values;
 use rows::{split, Pairs};
 use text::{deep_spans, is_utf8, skip_ws, value_end};
 
@@ -857,6 +859,7 @@ pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pairs>()?;
     m.add_function(wrap_pyfunction!(scan, &m)?)?;
     m.add_function(wrap_pyfunction!(split, &m)?)?;
+    m.add_function(wrap_pyfunction!(memory_values, &m)?)?;
     m.add_function(wrap_pyfunction!(skip_ws, &m)?)?;
     m.add_function(wrap_pyfunction!(is_utf8, &m)?)?;
     m.add_function(wrap_pyfunction!(value_end, &m)?)?;

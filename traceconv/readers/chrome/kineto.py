@@ -46,6 +46,7 @@ from ...io import Source
 from ...model import Clock, Trace
 from ..schema import validate
 from .reader import ChromeReader, Document, Event, looks_like_own_output, looks_unix
+from .stream import SCAN
 
 WHAT = "PyTorch profiler (Kineto) trace"
 _GPU_LABEL = re.compile(r"^GPU (\d+)$")
@@ -119,6 +120,10 @@ class KinetoReader(ChromeReader):
             return
         rows = np.flatnonzero((names == sid) & (lens > 0))
         if not len(rows):
+            return
+        values = SCAN.memory_values(args, lens, rows, pid)
+        if values is not None:          # (PyTorch's shape, read by the compiled scanner's helper)
+            self._mem.add_values(ts[rows], *values)
             return
         ends = np.cumsum(lens, dtype=np.int64)
         text = memoryview(args).cast("B")
@@ -316,6 +321,26 @@ class _MemoryEvents:
         reserved.extend([a.reserved for a in typed])
         nbytes.extend([a.nbytes for a in typed])
         self.no_total.extend([a.total != a.total for a in typed])
+
+    def add_values(self, ts: np.ndarray, places: list[tuple[Any, Any, int]], place: np.ndarray,
+                   total: np.ndarray, reserved: np.ndarray, nbytes: np.ndarray) -> None:
+        """:meth:`add` of a batch read by ``SCAN.memory_values`` (rust/src/scan/memory.rs): the
+        batch's distinct places in the order first seen (None: the key is absent), each row's
+        index in them, and the three values (NaN: absent)."""
+        ids, known = self._ids, self.places
+        at = []
+        for dtype, did, pid in places:
+            key = (UNSET if dtype is None else dtype, UNSET if did is None else did, pid)
+            k = ids.get(key)
+            if k is None:
+                k = ids[key] = len(known)
+                known.append((*key, True))
+            at.append(k)
+        self.ts.frombytes(ts.astype(np.int64, copy=False).tobytes())
+        self.place.frombytes(np.asarray(at, np.int32)[place].tobytes())
+        for col, v in zip(self.values, (total, reserved, nbytes)):
+            col.frombytes(v.tobytes())
+        self.no_total.frombytes(np.isnan(total).view(np.int8).tobytes())
 
     def add_any(self, ts: list[int], pid: list[Any], raw: list[bytes], text: bytes | None = None) -> None:
         """:meth:`add` of args of any shape (the reference the typed way is tested against)."""
