@@ -111,7 +111,7 @@ pub(super) fn memory_values<'py>(
         for &r in rows.iter() {
             let r = usize::try_from(r).ok().filter(|&r| r < lens.len() && r >= next)?;
             for &l in &lens[next..r] {
-                at += usize::try_from(l).ok()?;
+                at = at.checked_add(usize::try_from(l).ok()?)?;
             }
             let len = usize::try_from(lens[r]).ok()?;
             let text = args.get(at..at.checked_add(len)?)?;
