@@ -217,6 +217,23 @@ def test_a_file_cut_inside_a_packet_is_read_up_to_it_both_ways(tmp_path):
         read_pftrace(tmp_path / "no.pftrace")
 
 
+def test_the_packet_framing_stops_at_a_cut_length_and_tells_a_framed_head():
+    """``packets`` yields whole packets only: a length cut by the end (once read as an empty packet)
+    or past 10 bytes ends it.  A head is taken for packets (and Perfetto's protobuf module
+    imported) only if it is packets to its end or to a packet the head cuts: a JSON text that
+    starts with a newline, as most real Kineto files do, is not."""
+    from traceconv.readers.pftrace_head import _cut, packets
+    assert list(packets(b"\n\x02ab\n")) == list(packets(b"\n\x02ab\n\x80")) == [(b"ab", 4)]
+    assert list(packets(b"\n" + b"\xff" * 10 + b"\x01" + b"x" * 64)) == []
+    assert _cut(b"") and _cut(b"\n") and _cut(b"\n\x80") and _cut(b"\n\x05abc")
+    assert not _cut(b"\n\x01ab") and not _cut(b"{") and not _cut(b"\n" + b"\xff" * 12)
+    events = ",\n".join(f'  {{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": {k}, "dur": 1}}'
+                        for k in range(40))
+    kineto = f'\n{{\n  "schemaVersion": 1,\n  "traceEvents": [\n{events}\n]}}\n'.encode()
+    whole = list(packets(kineto))
+    assert whole and not _cut(kineto[whole[-1][1]:])
+
+
 def test_a_track_described_again_differently_after_its_first_use_goes_to_the_reference(tmp_path):
     """A counter track renamed between two of its values: the reference makes a second track for
     the later value; the compiled reader keeps one track per uuid, so it declines such a file."""

@@ -162,20 +162,11 @@ def detect(head: bytes, path: str | Path) -> Format:
 
 def looks_like_perfetto(head: bytes) -> bool:
     """A Perfetto trace: TracePacket records (field 1, length-delimited) that parse as such."""
-    if head[:1] != b"\x0a":
+    from .readers.pftrace_head import packets
+    packet = next(packets(head), (b"", 0))[0]
+    if not packet:
         return False
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-    length, shift, i = 0, 0, 1
-    while i < len(head) and i < 11:
-        byte = head[i]
-        length |= (byte & 0x7F) << shift
-        shift += 7
-        i += 1
-        if not byte & 0x80:
-            break
-    packet = head[i:i + length]
-    if len(packet) < length or length == 0:
-        return False
     try:
         pb.TracePacket.FromString(packet)
     except Exception:      # noqa: BLE001 (any parse failure means: not a packet)

@@ -51,32 +51,31 @@ def _cut(rest: bytes) -> bool:
         return True
     if rest[0] != 0x0A:
         return False
-    size, shift = 0, 0
-    for i, b in enumerate(rest[1:11], 2):
-        size |= (b & 0x7F) << shift
+    length = _varint(rest, 1)
+    return length is None or (length[0] >= 0 and length[1] + length[0] > len(rest))
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    """The varint at ``pos`` and where it ends; None where ``data`` ends inside it, -1 for its value
+    past the 10 bytes a varint takes at most."""
+    value, shift = 0, 0
+    for i in range(pos, min(pos + 10, len(data))):
+        b = data[i]
+        value |= (b & 0x7F) << shift
         shift += 7
         if not b & 0x80:
-            return i + size > len(rest)
-    return len(rest) < 11
+            return value, i + 1
+    return None if len(data) < pos + 10 else (-1, pos + 10)
 
 
 def packets(data: bytes) -> Iterator[tuple[bytes, int]]:
     """Each whole ``TracePacket`` of ``data`` (a ``Trace``) and where it ends, up to the first byte
-    that is not a packet's key or a packet cut by the end."""
+    that is not a packet's key or a packet cut by the end (in its length or after it)."""
     pos, n = 0, len(data)
-    while pos < n:
-        if data[pos] != 0x0A:
-            return
-        pos += 1
-        size, shift = 0, 0
-        while pos < n:
-            b = data[pos]
-            pos += 1
-            size |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        if pos + size > n:
-            return                       # cut in the middle: what came before is kept
+    while pos < n and data[pos] == 0x0A:
+        length = _varint(data, pos + 1)
+        if length is None or length[0] < 0 or length[1] + length[0] > n:
+            return                       # cut (or not a length): what came before is kept
+        size, pos = length
         yield data[pos:pos + size], pos + size
         pos += size
