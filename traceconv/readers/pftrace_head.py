@@ -1,7 +1,8 @@
 """Telling a .pftrace traceconv wrote by its head (the registry's sniffer and claim of the
 ``perfetto`` format), and the packet framing its reader walks.  Light on purpose: detection asks
 :func:`claims` of every input before any other sniffer, so Perfetto's protobuf module is imported
-only for a head that starts as a packet does."""
+only for a head framed as packets to its end (a JSON text that starts with a newline, the byte a
+packet starts with, is not)."""
 
 from __future__ import annotations
 
