@@ -8,8 +8,9 @@ Figures (issue 13's targets):
 * the first ``traceconv convert examples/mlagents_timers.json -o x.pftrace``: wall time, and the
   process's peak RSS (VmHWM: "a process after converting a tiny file");
 * ``import traceconv``: wall time of a process that does only that;
-* with ``--big FILE``: the first and the second conversion of a big trace, in fresh processes one
-  after the other (nothing compiled or cached at first use may make the first one slower).
+* with ``--big FILE`` (bench.py gives its 1M trace): the first conversion of a big trace and the
+  three after it, in fresh processes one after the other (nothing compiled or cached at first use
+  may make the first one slower than the median of the others).
 
 With ``--fresh-venv`` the figures come from a new virtual environment in ``benchmarks/data/``
 into which ``pip install .`` has just built and installed traceconv (as a new user meets it);
@@ -100,8 +101,10 @@ def measure(python: str | Path = sys.executable, big: Path | None = None, runs: 
         }
         if big is not None:
             bout = Path(tmp) / "big.pftrace"
-            figures["big_first_seconds"] = run([*command, "convert", str(big), "-o", str(bout), "-q"])["seconds"]
-            figures["big_second_seconds"] = run([*command, "convert", str(big), "-o", str(bout), "-q"])["seconds"]
+            times = [run([*command, "convert", str(big), "-o", str(bout), "-q"])["seconds"] for _ in range(4)]
+            figures["big_first_seconds"] = times[0]
+            figures["big_second_seconds"] = times[1]
+            figures["big_later_seconds"] = statistics.median(times[1:])
     return figures
 
 
@@ -113,7 +116,8 @@ def report(f: dict, target=None) -> None:
           f"[target <= 60 MB]; import traceconv {f['import_seconds']:.2f} s", flush=True)
     if "big_first_seconds" in f:
         print(f"  a big trace: first conversion {f['big_first_seconds']:.2f} s, second "
-              f"{f['big_second_seconds']:.2f} s [target: first no slower]")
+              f"{f['big_second_seconds']:.2f} s, the three after the first {f['big_later_seconds']:.2f} s "
+              f"(median) [target: the first no slower]")
     if target is not None:
         target("cold start: traceconv --help", f"{f['help_seconds']:.2f} s", "<= 0.3 s", f["help_seconds"] <= 0.3)
         target("cold start: first conversion of the example", f"{f['first_convert_seconds']:.2f} s", "<= 0.5 s",
@@ -121,15 +125,16 @@ def report(f: dict, target=None) -> None:
         target("cold start: peak RSS converting the example", f"{f['first_convert_maxrss'] / 1e6:.0f} MB",
                "<= 60 MB", f["first_convert_maxrss"] <= 60e6)
         if "big_first_seconds" in f:
-            x = f["big_first_seconds"] / f["big_second_seconds"]
-            # within the noise of two runs (5 %): "no slower" cannot ask for more of one sample each
-            target("cold start: first / second conversion of a big trace", f"{x:.2f} x", "<= 1.05 x", x <= 1.05)
+            x = f["big_first_seconds"] / f["big_later_seconds"]
+            # against the median of the three after it (one sample moves by ~10 % on this host), within
+            # 5 %: what this catches is work done at first use (numba compiled ~30 s of it)
+            target("cold start: first / later conversions of a 1M trace", f"{x:.2f} x", "<= 1.05 x", x <= 1.05)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fresh-venv", action="store_true", help="pip install . into a new venv first")
-    ap.add_argument("--big", type=Path, help="also convert this big trace twice (first vs second)")
+    ap.add_argument("--big", type=Path, help="also convert this big trace four times (the first vs the rest)")
     ap.add_argument("--json", metavar="OUT", help="save the figures to this JSON file")
     a = ap.parse_args()
     DATA.mkdir(exist_ok=True)
