@@ -313,8 +313,9 @@ def test_telling_formats_apart_imports_no_pydantic(tmp_path):
     """Sniffing imports every reader module, so none may import pydantic (~0.15 s of a cold start,
     in a process that may need no schema) nor Perfetto's protobuf module (asked first of every
     input, the perfetto format's claim imported it: +0.2 s and +9 MB converting the bundled
-    example; and for a JSON text starting with a newline, which looks like a packet's key): telling each fixture's format apart and converting a plain Chrome JSON trace import
-    neither; a Kineto file's header is then checked by its schema."""
+    example; and for a JSON text starting with a newline, which looks like a packet's key):
+    telling each fixture's format apart and converting a plain Chrome JSON trace import neither;
+    a Kineto file's header is then checked by its schema."""
     fixtures = Path(__file__).parent / "fixtures"
     files = [fixtures / d / n for d, n in [
         ("mlagents", "python_SoccerTwos_run_logs_timers.json"), ("sample_factory", "benchmarking.txt"),

@@ -222,16 +222,19 @@ def test_the_packet_framing_stops_at_a_cut_length_and_tells_a_framed_head():
     or past 10 bytes ends it.  A head is taken for packets (and Perfetto's protobuf module
     imported) only if it is packets to its end or to a packet the head cuts: a JSON text that
     starts with a newline, as most real Kineto files do, is not."""
-    from traceconv.readers.pftrace_head import _cut, packets
+    from traceconv.readers.pftrace_head import _packet_at, packets
     assert list(packets(b"\n\x02ab\n")) == list(packets(b"\n\x02ab\n\x80")) == [(b"ab", 4)]
     assert list(packets(b"\n" + b"\xff" * 10 + b"\x01" + b"x" * 64)) == []
-    assert _cut(b"") and _cut(b"\n") and _cut(b"\n\x80") and _cut(b"\n\x05abc")
-    assert not _cut(b"\n\x01ab") and not _cut(b"{") and not _cut(b"\n" + b"\xff" * 12)
+    assert _packet_at(b"\n\x02ab", 0) == (2, 4) and _packet_at(b"xx\n\x01ab", 2) == (4, 5)
+    assert all(_packet_at(cut, 0) is True for cut in (b"\n", b"\n\x80", b"\n\x05abc"))
+    assert all(_packet_at(other, 0) is False for other in (b"", b"{", b"\n" + b"\xff" * 12))
     events = ",\n".join(f'  {{"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": {k}, "dur": 1}}'
                         for k in range(40))
     kineto = f'\n{{\n  "schemaVersion": 1,\n  "traceEvents": [\n{events}\n]}}\n'.encode()
     whole = list(packets(kineto))
-    assert whole and not _cut(kineto[whole[-1][1]:])
+    assert whole and _packet_at(kineto, whole[-1][1]) is False
+    from traceconv.readers.pftrace_head import claims, sniff
+    assert not claims(kineto) and not sniff(kineto)
 
 
 def test_a_track_described_again_differently_after_its_first_use_goes_to_the_reference(tmp_path):

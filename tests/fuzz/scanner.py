@@ -1,8 +1,8 @@
 """The compiled event scanner (``traceconv._core.scan``, rust/src/scan/) through its Python binding.
 
 Every fuzz case's bytes also go straight to the scanner, cut into random blocks as the reader's
-producer thread feeds it, its rows to ``split`` (as the reader sorts them), its instants' args to ``memory_values`` (held to
-the Python way it stands in for), and the bytes to
+producer thread feeds it, its rows to ``split`` (as the reader sorts them), its instants' args to
+``memory_values`` (held to the Python way it stands in for), and the bytes to
 ``value_end``/``skip_ws``/``deep_spans``: each call must return (a status for text that is not
 JSON) or raise ValueError for arguments out of range.  Any other exception -- above all pyo3's
 ``PanicException``, a Rust panic, which derives from BaseException -- is a failure.

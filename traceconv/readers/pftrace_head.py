@@ -30,8 +30,8 @@ def _head(head: bytes) -> "bool | None":
     raws, end = [], 0
     for raw, end in packets(head):
         raws.append(raw)
-    if not _cut(head[end:]):
-        return False         # the head is not packets to its end (a JSON text starting with "\n")
+    if end < len(head) and _packet_at(head, end) is not True:
+        return False         # not packets to its end or to one it cuts (a JSON text starting with "\n")
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     kinds = set()
     for raw in raws:
@@ -43,17 +43,6 @@ def _head(head: bytes) -> "bool | None":
             return any(m.name == "traceconv" for m in p.chrome_events.metadata)
         kinds.add(p.WhichOneof("data"))
     return None if kinds and kinds <= {None, "clock_snapshot", "track_descriptor"} else False
-
-
-def _cut(rest: bytes) -> bool:
-    """Whether what follows the head's whole packets is nothing or the start of a packet cut by the
-    head's end, as in any head of a file made of packets."""
-    if not rest:
-        return True
-    if rest[0] != 0x0A:
-        return False
-    length = _varint(rest, 1)
-    return length is None or (length[0] >= 0 and length[1] + length[0] > len(rest))
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
@@ -69,14 +58,24 @@ def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
     return None if len(data) < pos + 10 else (-1, pos + 10)
 
 
+def _packet_at(data: bytes, pos: int) -> "tuple[int, int] | bool":
+    """The packet starting at ``pos``: where its bytes start and end; True where ``data`` ends
+    inside it (in its length or after it); False where no packet starts there."""
+    if pos >= len(data) or data[pos] != 0x0A:
+        return False
+    length = _varint(data, pos + 1)
+    if length is None:
+        return True
+    size, start = length
+    if size < 0:
+        return False
+    return True if start + size > len(data) else (start, start + size)
+
+
 def packets(data: bytes) -> Iterator[tuple[bytes, int]]:
     """Each whole ``TracePacket`` of ``data`` (a ``Trace``) and where it ends, up to the first byte
     that is not a packet's key or a packet cut by the end (in its length or after it)."""
-    pos, n = 0, len(data)
-    while pos < n and data[pos] == 0x0A:
-        length = _varint(data, pos + 1)
-        if length is None or length[0] < 0 or length[1] + length[0] > n:
-            return                       # cut (or not a length): what came before is kept
-        size, pos = length
-        yield data[pos:pos + size], pos + size
-        pos += size
+    pos = 0
+    while isinstance(span := _packet_at(data, pos), tuple):
+        start, pos = span
+        yield data[start:pos], pos

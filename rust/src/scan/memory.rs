@@ -36,14 +36,18 @@ struct MemoryArgs<'a> {
     nbytes: Option<&'a RawValue>,
 }
 
+/// A value's text if it is a number, and whether it is written as an integer (no fraction nor
+/// exponent).
+fn number(raw: &RawValue) -> Option<(&str, bool)> {
+    let t = raw.get();
+    t.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+        .then(|| (t, !t.contains(['.', 'e', 'E'])))
+}
+
 /// A JSON integer's value as Python's ``int`` reads it, within 64 bits (None: not an integer).
 fn integer(raw: &RawValue) -> Option<i64> {
-    let t = raw.get();
-    let number = t.starts_with(|c: char| c == '-' || c.is_ascii_digit());
-    if !number || t.contains(['.', 'e', 'E']) {
-        return None;
-    }
-    t.parse().ok()
+    let (t, whole) = number(raw)?;
+    whole.then(|| t.parse().ok()).flatten()
 }
 
 /// A JSON number as the double Python's ``float`` makes of it (NaN: the key is absent; None: not
@@ -52,11 +56,8 @@ fn double(raw: Option<&RawValue>) -> Option<f64> {
     let Some(raw) = raw else {
         return Some(f64::NAN);
     };
-    let t = raw.get();
-    if !t.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
-        return None;
-    }
-    if t.contains(['.', 'e', 'E']) {
+    let (t, whole) = number(raw)?;
+    if !whole {
         // Rust's parse rounds correctly, as Python's float() does
         return t.parse::<f64>().ok().filter(|v| v.is_finite());
     }
