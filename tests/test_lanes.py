@@ -12,6 +12,7 @@ import pytest
 
 import perfetto_oracle as tp
 import traceconv
+from traceconv import formats
 from traceconv.errors import WarningCode
 from traceconv.model.layout import nest
 from traceconv.model import TrackKind
@@ -93,6 +94,24 @@ def test_with_stack_reproduction_in_trace_processor(tmp_path):
     deepest = max(r[-1] for r in ours)
     # <module> > main > train_step > 7 model frames > aten::linear > aten::t > aten::transpose
     assert deepest == 12
+
+
+@tp.requires_trace_processor
+@pytest.mark.parametrize("fmt, name", [("perfetto", "o.pftrace"), ("chrome-json", "o.json")])
+def test_each_writer_lays_out_the_trace_it_is_given(tmp_path, fmt, name):
+    # the writer given the trace as read, not nested first: it moves what overlaps to lanes itself
+    # (the Perfetto writer beside its pass over the args), and counts it
+    trace = traceconv.load(WITH_STACK)
+    assert trace.slices.depth is None
+    with open(tmp_path / name, "wb") as f:
+        formats.get(fmt, role="writer").load("writer")(trace, f)
+    assert sum(w.count for w in trace.diagnostics.warnings if w.code is WarningCode.OVERLAP_LANES) == 6
+    tp.assert_loads(tmp_path / name)
+    off, spilled = tp.run(tmp_path / name, OFF_THREAD_SQL, SPILLED_SQL)
+    assert not spilled or spilled[0]["value"] == 0
+    assert [r["name"] for r in off] == ["ProfilerStep#0", "## forward ##", "ProfilerStep#1", "## forward ##",
+                                        "ProfilerStep#2", "## forward ##"]
+    assert [r["dur"] for r in off] == [1_192_000, 900_000] * 3
 
 
 @tp.requires_trace_processor

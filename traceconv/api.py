@@ -75,7 +75,8 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
     output (Perfetto's format unless ``format`` says; refused on a terminal); a device or FIFO
     is written through; a symlink is followed (see :func:`traceconv.io.atomic_output`).
     ``.gz`` at the end of the name gzips the output.  Slices that overlap without
-    nesting are first moved to extra tracks (counted in ``trace.diagnostics``).
+    nesting are moved to extra tracks by the writer (:func:`~traceconv.model.layout.nest`,
+    counted in ``trace.diagnostics``).
 
     >>> import tempfile, os
     >>> trace = load("examples/mlagents_timers.json")
@@ -87,8 +88,6 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
     fmt = output_format(path, format)
     writer = fmt.load("writer")
     refuse_binary_terminal(path, is_binary(fmt))
-    report("laying out tracks", 0, None)
-    nest(trace)
     with atomic_output(path, inputs=inputs, binary=is_binary(fmt)) as out:
         writer(trace, out)
 
@@ -141,7 +140,8 @@ def _convert_here(input: PathLike, output: PathLike, from_format: str | None, to
     refuse_binary_terminal(output, is_binary(out_fmt))
     check_output(output, inputs=[input])         # (and on a folder that does not exist)
     trace = load(input, from_format)
-    nest(trace)
+    if strict:
+        nest(trace)                              # (what the writer would move to lanes is a change)
     lossy = trace.diagnostics.lossy()
     if strict and lossy:
         raise TraceconvError("{opt:strict}: the conversion would change or drop events: "

@@ -5,7 +5,8 @@ Readers and writers are named as ``"module:function"`` and imported only when
 used, so listing formats or detecting one does not import every importer.
 
 * reader:  ``read(source: traceconv.io.Source) -> Trace``
-* writer:  ``write(trace: Trace, out: BinaryIO) -> None``; an *archive* format's writer holds one
+* writer:  ``write(trace: Trace, out: BinaryIO) -> None``, which first lays the slices out as its
+  format needs (:func:`traceconv.model.layout.nest`; a no-op on a nested trace); an *archive* format's writer holds one
   trace per rank file instead, and only ``traceconv merge`` writes it
   (``write_archive(entries, alignments, out, inputs)``, :mod:`traceconv.writers.archive`)
 * sniffer: ``sniff(head: bytes) -> bool`` -- ``head`` is the (decompressed) start of the file;

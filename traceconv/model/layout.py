@@ -30,6 +30,7 @@ import numpy as np
 from .._native import _core
 from ..errors import WarningCode, clip
 from .. import memory
+from ..progress import report
 from .trace import Trace
 
 
@@ -53,6 +54,7 @@ def nest(trace: Trace) -> None:
     s = trace.slices
     if s.depth is not None and len(s.depth) == len(s):
         return
+    report("laying out tracks", 0, None)
     n = len(s)
     depth, parent = array("i"), array("q")
     if n == 0:

@@ -45,6 +45,7 @@ from .. import __version__
 from .._native import _core
 from ..errors import WarningCode
 from ..model import ArgsColumn, Clock, Trace, TrackKind
+from ..model.layout import nest
 from ..progress import EVERY, report
 from . import argtext
 
@@ -274,6 +275,7 @@ def _meta_event(name: str, pid: int, tid: int | None, args: dict) -> bytes:
 
 
 def write(trace: Trace, out: BinaryIO) -> None:
+    nest(trace)             # (overlapping slices to their lanes; a no-op on a nested trace)
     strings = trace.strings
     jstr = [orjson.dumps(s) for s in strings.strings]
     rng = trace.time_range()
