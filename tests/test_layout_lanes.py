@@ -320,3 +320,27 @@ def test_a_lane_names_its_tid_when_its_process_has_another_thread_of_that_name(t
 def test_slice_order_is_track_then_start_then_longer_first():
     t = _trace([(5, 1, "x"), (0, 2, "y"), (0, 9, "z")])
     assert slice_order(t).tolist() == [2, 1, 0]
+
+
+def _threads_trace(rows):
+    t = Trace("test")
+    p = t.process(1, "p")
+    tracks = [t.thread(p, k + 1, f"t{k}").track for k in range(4)]
+    for k, ts, dur in rows:
+        t.add_slice(tracks[k], ts, dur, f"s{ts}")
+    return t
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(slices_st, slices_st)
+def test_the_order_nest_leaves_is_slice_order_after_its_moves(rows, more):
+    # the writer's event order starts from it instead of sorting every slice again
+    t = _threads_trace(rows)
+    nest(t)
+    assert t.slices.order is not None
+    assert np.array_equal(t.slices.order, slice_order(t))
+    # slices added after a first nest, some on its lanes: nested again, more lanes made
+    for k, ts, dur in more:
+        t.add_slice(t.tracks[k % len(t.tracks)].id, ts, dur, "late")
+    nest(t)
+    assert np.array_equal(t.slices.order, slice_order(t))

@@ -108,7 +108,7 @@ class Track:
 class SliceTable:
     """Columns of slices.  ``args[i]`` is compact JSON bytes or None."""
 
-    __slots__ = ("ts", "dur", "track", "name", "cat", "args", "depth", "parent")
+    __slots__ = ("ts", "dur", "track", "name", "cat", "args", "depth", "parent", "order")
 
     def __init__(self) -> None:
         self.ts = array("q")
@@ -119,6 +119,8 @@ class SliceTable:
         self.args = ArgsColumn()
         self.depth: array | None = None   # set by layout.nest(): nesting depth on its track
         self.parent: array | None = None  # set by layout.nest(): enclosing slice on its track, or -1
+        self.order: Any = None            # set by layout.nest(): the rows in layout.slice_order after
+        #                                   its moves (taken by the writer's layout.event_windows)
 
     def __len__(self) -> int:
         return len(self.ts)
