@@ -1,6 +1,7 @@
 """Args spilled to a file (what a big trace's columns do past ``model.args.SPILL_BYTES``) give the very same
 outputs, byte for byte, as args held in memory: for conversions of real inputs to every output
-format, and for a merge that filters (``ArgsColumn.take``) and appends ranks (``extend``)."""
+format, and for a merge that filters (``ArgsColumn.take``) and appends ranks (``extend``); and a file that cannot be
+written (a full disk) brings the column back to memory, every row kept."""
 
 from __future__ import annotations
 
@@ -50,3 +51,34 @@ def test_a_merge_with_spilled_args_writes_the_same_bytes(tmp_path, monkeypatch):
             out[on, ext] = dst.read_bytes()
     assert out[True, "pftrace"] == out[False, "pftrace"]
     assert out[True, "json"] == out[False, "json"]
+
+
+@pytest.mark.parametrize("fails_at", [1, 2, 5])
+def test_a_file_that_cannot_be_written_brings_the_column_back_to_memory(monkeypatch, fails_at):
+    # a disk that fills up: the fails_at-th write of the spilled text and every one after it raise
+    # ENOSPC; the column goes back to memory with every row, as appended, and stays there
+    import errno
+    import numpy as np
+
+    spilling(monkeypatch, True)
+    writes = []
+    real = model_args.os.pwrite
+
+    def pwrite(fd, data, pos):
+        writes.append(pos)
+        if len(writes) >= fails_at:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, pos)
+
+    monkeypatch.setattr(model_args.os, "pwrite", pwrite)
+    rows = [None if i % 7 == 0 else b'{"i":%d,"pad":"%s"}' % (i, b"x" * (i % 50)) for i in range(3000)]
+    col = model_args.ArgsColumn()
+    for lo in range(0, 1000, 100):                       # appended one by one (flushed in pieces)
+        col.extend(rows[lo:lo + 100])
+    for lo in range(1000, 3000, 500):                    # and in big packed batches (written directly)
+        batch = [r or b"" for r in rows[lo:lo + 500]]
+        col.extend_packed(np.frombuffer(b"".join(batch), np.uint8), [len(r) for r in batch])
+    assert len(writes) >= fails_at and not col.spilled
+    assert list(col) == rows
+    data, off = col.packed()
+    assert bytes(data) == b"".join(r or b"" for r in rows) and len(off) == len(rows) + 1
