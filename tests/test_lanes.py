@@ -198,3 +198,12 @@ def test_zero_duration_slices_at_one_time_nest_as_perfetto_reads_them(tmp_path):
         traceconv.convert(raw, out)
         tp.assert_loads(out)
         assert [tuple(r.values()) for r in tp.query(out, sql)] == expected, out.name
+
+
+def test_strict_refuses_a_trace_whose_slices_would_move_to_lanes(tmp_path):
+    # the writer lays the trace out; under strict the conversion must know first, and write nothing
+    out = tmp_path / "o.pftrace"
+    with pytest.raises(traceconv.TraceconvError, match="overlap-lanes"):
+        traceconv.convert(WITH_STACK, out, strict=True)
+    assert not out.exists()
+    assert traceconv.convert(WITH_STACK, out).slices == 71 and out.exists()
