@@ -659,3 +659,26 @@ def test_slices_on_a_process_track_stay_off_its_main_thread(tmp_path):
     flows = tp.query(out, "select a.name as src, b.name as dst from flow f join slice a on f.slice_out = a.id "
                           "join slice b on f.slice_in = b.id")
     assert [(r["src"], r["dst"]) for r in flows] == [("a", "on process")]
+
+
+def test_a_json_written_in_whole_us_does_not_reuse_the_order_of_the_times_before():
+    # past 2^51 ns from its base the JSON writer floors times to whole µs on a copy of the trace:
+    # ties can then break otherwise, so the order nest left (of the times before) is not the copy's
+    import numpy as np
+    from traceconv.model import Trace
+    from traceconv.model.layout import slice_order, taken_order
+    from traceconv.writers import chrome_json
+
+    t = Trace("test")
+    th = t.thread(t.process(1, "p"), 1, "main")
+    t0 = 10**12
+    t.add_slice(th.track, t0 + 100, 200, "short")        # before the long one, to the ns
+    t.add_slice(th.track, t0 + 400, 5000, "long")        # at the same µs: first once floored
+    t.add_slice(th.track, t0 + 2**52, 1000, "far")
+    nest(t)
+    assert t.slices.order.tolist() == [0, 1, 2]
+    rng = t.time_range()
+    out = chrome_json._whole_us(t, chrome_json.time_base(t, rng), rng)
+    assert out is not t and out.slices.order is None
+    assert taken_order(out).tolist() == slice_order(out).tolist() == [1, 0, 2]
+    assert np.array_equal(taken_order(t), [0, 1, 2]) and t.slices.order is None     # (taken)

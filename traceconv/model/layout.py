@@ -47,6 +47,14 @@ def slice_order(trace: Trace) -> np.ndarray:
     return _core.nest.slice_order(_col(s.ts, np.int64), _col(s.dur, np.int64), _col(s.track, np.int32))
 
 
+def taken_order(trace: Trace) -> np.ndarray:
+    """:func:`slice_order` of a trace :func:`nest` laid out: the order it left in the table (taken
+    from it, so that its 4 bytes a slice are not kept through the writing), else sorted again."""
+    s = trace.slices
+    order, s.order = s.order, None
+    return order if order is not None and len(order) == len(s) else slice_order(trace)
+
+
 def nest(trace: Trace) -> None:
     """Move the slices that cannot nest on their track to its overlap lanes, and record each
     slice's depth (on its lane) and parent (the innermost slice enclosing it on any lane of its
@@ -289,11 +297,7 @@ def event_windows(trace: Trace, size: int = 1 << 18) -> Iterator[tuple[np.ndarra
     # int32 keys and rows where they fit (below 2**30 slices): less memory, a faster sort
     itype = np.int32 if total + 2 < 2**31 else np.int64
     pos = np.empty(n, dtype=itype)
-    # (one order, for the begins and the zero-length groups: nest's, where it left one, taken from
-    # the table so that its 4 bytes a slice are not kept through the writing; else sorted again)
-    order, s.order = s.order, None
-    if order is None or len(order) != n:
-        order = slice_order(trace)
+    order = taken_order(trace)            # (one order, for the begins and the zero-length groups)
     pos[_begin_order(trace, ts, order)] = np.arange(n, dtype=itype)
     # a zero-length slice ends after the last begin of its group (zero-length slices of one track
     # and time, nested in one another), the deepest first

@@ -103,6 +103,7 @@ def _whole_us(trace: Trace, base: int, rng: tuple[int, int] | None) -> Trace:
     ends = ts + np.frombuffer(trace.slices.dur, np.int64)
     start, end = floor_us(ts), floor_us(ends)
     s.ts, s.dur = array("q", start.tobytes()), array("q", (end - start).tobytes())
+    s.order = None          # (nest's order was of the times before flooring: ties may now break otherwise)
     changed = int(np.count_nonzero((start != ts) | (end != ends)))
     for name in ("instants", "counters"):
         table = copy.copy(getattr(trace, name))
@@ -231,9 +232,9 @@ class _FlowPoints:
     def __init__(self, trace: Trace) -> None:
         import numpy as np
 
-        from ..model.layout import slice_order
+        from ..model.layout import taken_order
         self.s = trace.slices
-        self.order = slice_order(trace)
+        self.order = taken_order(trace)
         self.pos = np.empty_like(self.order)
         self.pos[self.order] = np.arange(len(self.order))
 
