@@ -187,9 +187,8 @@ def _kineto_doc(**header) -> dict:
 @pytest.mark.parametrize("bad, where", [({"rank": -1, "world_size": 2}, "distributedInfo.rank"),
                                         ({"rank": 0, "world_size": 0}, "distributedInfo.world_size")])
 def test_a_header_its_schema_refuses_is_one_error(tmp_path, bad, where):
-    """The header is checked by its pydantic schema beside the reading (on a thread: pydantic's
-    import overlaps the scan): a header it refuses still ends the load in one error naming the key,
-    and no output."""
+    """The header is checked by its schema before the events are read: a header it refuses ends the
+    load in one error naming the key and the value found, and no output."""
     p = tmp_path / "bad.pt.trace.json"
     p.write_text(json.dumps(_kineto_doc(distributedInfo=bad)))
     with pytest.raises(traceconv.TraceconvError) as e:
@@ -197,6 +196,37 @@ def test_a_header_its_schema_refuses_is_one_error(tmp_path, bad, where):
     assert e.value.one_line().startswith(f"{p}: at {where}: not a valid PyTorch profiler (Kineto) trace: "), \
         e.value.one_line()
     assert not (tmp_path / "o.pftrace").exists()
+
+
+def test_the_header_check_is_lax_as_pydantic_was_and_names_what_it_found(tmp_path):
+    """The timeline formats' top-level keys are msgspec Structs checked as pydantic's lax mode
+    checked them (a number written as a string, or as an integral float, is the number), each
+    refusal one located error with the value found; a bool where a number belongs is refused."""
+    from traceconv.readers.chrome.schema import ComposerMeta, KinetoHeader, MegEngineMetadata
+    from traceconv.readers.schema import check
+
+    h = check(KinetoHeader, {"distributedInfo": {"rank": "3", "world_size": 8.0, "pg_config": [{"x": 1}]},
+                             "deviceProperties": [{"id": 0, "name": "H100", "extra": True}], "other": 1}, "K")
+    assert (h.distributedInfo.rank, h.distributedInfo.world_size, h.deviceProperties[0].name) == (3, 8, "H100")
+    p = tmp_path / "rank.pt.trace.json"
+    p.write_text(json.dumps(_kineto_doc(distributedInfo={"rank": "3", "world_size": 8})))
+    assert traceconv.load(p).meta.rank == 3
+    for model, data, where, found in [
+            (KinetoHeader, {"deviceProperties": [{"id": 1}, {"id": "x"}]}, "deviceProperties[1].id", "'x'"),
+            (KinetoHeader, {"schemaVersion": True}, "schemaVersion", "True"),
+            (KinetoHeader, {"distributedInfo": 5}, "distributedInfo", "5"),
+            (KinetoHeader, {"distributedInfo": {"rank": 2.5}}, "distributedInfo.rank", "2.5"),
+            (ComposerMeta, {"value": [1]}, "value", "list")]:
+        with pytest.raises(traceconv.TraceconvError) as e:
+            check(model, data, "K")
+        assert e.value.one_line().startswith(f"at {where}: not a valid K: Expected ") \
+            and e.value.one_line().endswith(f" (found {found})"), e.value.one_line()
+    with pytest.raises(traceconv.TraceconvError, match=r"^at \(top level\): not a valid K: Object missing "
+                                                       r"required field value$"):
+        check(ComposerMeta, {}, "K")
+    with pytest.raises(traceconv.TraceconvError, match="localTime must be an integer"):
+        check(MegEngineMetadata, {"localTime": "soon"}, "K")
+    assert check(MegEngineMetadata, {"localTime": "17"}, "K").local_time_ns() == 17
 
 
 def test_composer_global_rank_is_the_rank_over_distributed_info(tmp_path):

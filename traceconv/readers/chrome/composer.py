@@ -29,7 +29,7 @@ from typing import Any, Callable
 from ...errors import WarningCode
 from ...io import Source, open_source
 from ...model import Clock, Trace
-from ..schema import validate
+from ..schema import check
 from .reader import ChromeReader, Document, Event, looks_like_own_output, time_ns, timed_ns
 from .kineto import KinetoReader, read_header
 
@@ -157,7 +157,7 @@ class ComposerReader(ChromeReader):
         if name in ("global_rank", "clock_sync_timestamp_us", "clock_sync_error_bound"):
             from .schema import ComposerMeta      # (not for sniffing)
 
-            value = validate(ComposerMeta, args, f"{self.what} ('{name}' metadata event)").value
+            value = check(ComposerMeta, args, f"{self.what} ('{name}' metadata event)").value
             self._ranks.setdefault(pid if isinstance(pid, int) else -1, {})[name] = value
             return True
         if name == "process_name" and isinstance(args.get("name"), str):

@@ -22,10 +22,10 @@ What it maps where:
   start``, their running sum.
 * ``distributedInfo`` (rank, world size, backend, process groups), ``deviceProperties`` and the other
   top-level keys (``trace_id``, ``host_name``, ``record_shapes``, ...) go to the trace metadata;
-  rank/world size to ``trace.meta.rank``/``world_size``.  The header is validated with
+  rank/world size to ``trace.meta.rank``/``world_size``.  The header is checked with
   :class:`traceconv.readers.chrome.schema.KinetoHeader` (``schemaVersion`` is optional: HTA-trimmed files
-  lack it), on a thread beside the reading: what needs the checked model is applied when the
-  reader finishes.
+  lack it) before the events are read; what needs the checked header is applied when the reader
+  finishes.
 * The old bare-array writer of ``torch.autograd.profiler`` (pids ``"CPU functions"`` /
   ``"CUDA functions"``) reads through the same path.
 """
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import re
 from array import array
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import msgspec
@@ -44,7 +43,7 @@ import numpy as np
 from ...errors import WarningCode
 from ...io import Source
 from ...model import Clock, Trace
-from ..schema import validate
+from ..schema import check
 from .reader import ChromeReader, Document, Event, looks_like_own_output, looks_unix
 from .stream import SCAN
 
@@ -73,11 +72,6 @@ def sniff(head: bytes) -> bool:
     return False
 
 
-def _checked_header(header: dict[str, Any], what: str) -> Any:
-    from .schema import KinetoHeader      # (not for sniffing)
-    return validate(KinetoHeader, header, what)
-
-
 class KinetoReader(ChromeReader):
     format_name = "kineto"
     what = WHAT
@@ -87,16 +81,14 @@ class KinetoReader(ChromeReader):
         # the [memory] events' values, for the memory counters made at the end (decoded as they
         # are read: the scanner's batches leave the converting thread idle part of the time)
         self._mem = _MemoryEvents()
-        self._header: Future | None = None         # the header's check (on_header)
+        self._header: Any = None                   # the checked header (on_header)
 
     def on_header(self, header: dict[str, Any], doc: Document) -> None:
         if doc.is_array:
             return super().on_header(header, doc)
-        # checked by its pydantic schema on a thread beside the reading: importing pydantic (~0.15 s)
-        # runs while the converting thread waits for the scanner; finish() takes the result
-        pool = ThreadPoolExecutor(1, thread_name_prefix="traceconv-header")
-        self._header = pool.submit(_checked_header, header, self.what)
-        pool.shutdown(wait=False)
+        from .schema import KinetoHeader      # (not for sniffing)
+
+        self._header = check(KinetoHeader, header, self.what)     # (applied by finish())
         for k, v in header.items():
             if k not in ("displayTimeUnit", "baseTimeNanoseconds", "traceName"):
                 self.trace.meta.extra[k] = v
@@ -132,7 +124,7 @@ class KinetoReader(ChromeReader):
 
     def finish(self) -> None:
         if self._header is not None:
-            h = self._header.result()               # (a header the schema refuses raises here)
+            h = self._header
             meta = self.trace.meta
             if h.distributedInfo is not None:
                 meta.rank = h.distributedInfo.rank

@@ -32,7 +32,7 @@ import orjson
 from ...errors import TraceconvError, WarningCode
 from ...io import Source
 from ...model import Clock, Trace
-from ..schema import validate
+from ..schema import check
 from .reader import ChromeReader, Document, Event, looks_like_own_output, us_to_ns
 
 WHAT = "MegEngine chrome timeline"
@@ -72,7 +72,7 @@ class MegEngineReader(ChromeReader):
                 raise TraceconvError(f"not a valid {self.what}: 'metadata' is not an object")
             from .schema import MegEngineMetadata     # (not for sniffing)
 
-            m = validate(MegEngineMetadata, meta, self.what)
+            m = check(MegEngineMetadata, meta, self.what)
             lt = m.local_time_ns()
             if lt is not None:
                 self.base_ns = lt
