@@ -224,8 +224,11 @@ def test_the_header_check_is_lax_as_pydantic_was_and_names_what_it_found(tmp_pat
     with pytest.raises(traceconv.TraceconvError, match=r"^at \(top level\): not a valid K: Object missing "
                                                        r"required field value$"):
         check(ComposerMeta, {}, "K")
-    with pytest.raises(traceconv.TraceconvError, match="localTime must be an integer"):
-        check(MegEngineMetadata, {"localTime": "soon"}, "K")
+    with pytest.raises(traceconv.TraceconvError, match=r"^at args\.value: not a valid K: Expected int, got str "
+                                                       r"\(found 'x'\)$"):
+        check(ComposerMeta, {"value": "x"}, "K", at="args")
+    with pytest.raises(traceconv.TraceconvError, match=r"^at metadata: not a valid K: localTime must be an integer"):
+        check(MegEngineMetadata, {"localTime": "soon"}, "K", at="metadata")
     assert check(MegEngineMetadata, {"localTime": "17"}, "K").local_time_ns() == 17
 
 

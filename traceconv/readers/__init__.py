@@ -7,5 +7,6 @@
   whose totals are laid out as a synthesized timeline by :mod:`.aggregate.synth`;
 * :mod:`.megengine_static`: MegEngine's static-graph profile.
 
-The pydantic models of each format's structure sit beside its reader (``*_schema.py``, ``schema.py``).
+The schemas of each format's structure sit beside its reader (``*_schema.py``, ``schema.py``): pydantic
+models of the aggregate formats, msgspec Structs of the timeline formats' top-level keys.
 """

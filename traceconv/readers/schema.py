@@ -55,10 +55,11 @@ def _shown(got: Any) -> str:
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
-def check(struct: type[S], data: Any, what: str) -> S:
+def check(struct: type[S], data: Any, what: str, at: str = "") -> S:
     """``data`` as the msgspec Struct ``struct``, checked laxly as pydantic's lax mode does (a number
     written as a string, or as an integral float, is the number), a failure turned into the same
-    one-line :class:`TraceconvError` as :func:`validate`'s."""
+    one-line :class:`TraceconvError` as :func:`validate`'s; ``at`` is where ``data`` is in its
+    document (the error's place is named from there)."""
     import msgspec
 
     try:
@@ -79,8 +80,8 @@ def check(struct: type[S], data: Any, what: str) -> S:
         else:
             if path:
                 found = f" (found {_shown(got)})"
-        raise TraceconvError(f"not a valid {what}: {msg}{found}",
-                             where=f"at {path.lstrip('.') or '(top level)'}") from None
+        where = (at + path if at else path.lstrip(".")) or "(top level)"
+        raise TraceconvError(f"not a valid {what}: {msg}{found}", where=f"at {where}") from None
 
 
 def parse_json(data: bytes, what: str) -> Any:

@@ -157,7 +157,7 @@ class ComposerReader(ChromeReader):
         if name in ("global_rank", "clock_sync_timestamp_us", "clock_sync_error_bound"):
             from .schema import ComposerMeta      # (not for sniffing)
 
-            value = check(ComposerMeta, args, f"{self.what} ('{name}' metadata event)").value
+            value = check(ComposerMeta, args, f"{self.what} ('{name}' metadata event)", at="args").value
             self._ranks.setdefault(pid if isinstance(pid, int) else -1, {})[name] = value
             return True
         if name == "process_name" and isinstance(args.get("name"), str):

@@ -72,7 +72,7 @@ class MegEngineReader(ChromeReader):
                 raise TraceconvError(f"not a valid {self.what}: 'metadata' is not an object")
             from .schema import MegEngineMetadata     # (not for sniffing)
 
-            m = check(MegEngineMetadata, meta, self.what)
+            m = check(MegEngineMetadata, meta, self.what, at="metadata")
             lt = m.local_time_ns()
             if lt is not None:
                 self.base_ns = lt
