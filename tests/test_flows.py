@@ -268,3 +268,44 @@ def test_both_outputs_draw_every_link_of_the_model(tmp_path):
     pf, js = (tp.query(o, FLOWS_SQL) for o in outs)
     assert len(pf) == 139 and pf == js
 
+
+
+def test_points_bound_on_a_thread_of_their_own_make_the_same_flows(monkeypatch, tmp_path):
+    """The scanner's flow points are bound to slices on a thread of their own while the reader groups
+    and orders them (from ``EARLY_BIND`` points on), and the slices they bound to follow the points'
+    moves, the swaps of skewed flows included: the same links, names and warnings as binding the
+    ordered points (the fixtures' Kineto flows and fan-outs, MegEngine's 273 skewed flows, read by
+    the general decoder, and a Kineto trace whose flows end before they start, read by the
+    scanner: each still drawn from its start's slice to its end's)."""
+    from traceconv.readers.chrome import flows
+
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"launch{k}", "pid": 1, "tid": 1, "ts": 100 * k + 90, "dur": 20}
+          for k in range(3)]
+    ev += [{"ph": "X", "cat": "kernel", "name": f"kernel{k}", "pid": 1, "tid": 7, "ts": 100 * k + 40, "dur": 20}
+           for k in range(3)]
+    for k in range(3):       # each flow's end (at 100k + 50) before its start (at 100k + 100)
+        ev += [{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": k, "pid": 1, "tid": 1, "ts": 100 * k + 100},
+               {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": k, "pid": 1, "tid": 7, "ts": 100 * k + 50,
+                "bp": "e"}]
+    skew = tmp_path / "skewed.pt.trace.json"
+    skew.write_bytes(orjson.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    files = [CUDA_GRAPH, FANOUT, *PERFETTO_SAMPLES, skew,
+             FIX / "megengine_timeline" / "generated_mge1130_dynamic.chrome_timeline.json.gz",
+             FIX / "kineto" / "hta_trace_diff_control_legacy_async_cpu_to_gpu_EXCERPT.json.gz"]
+    skewed = 0
+    for f in files:
+        got = []
+        for early in (1 << 62, 1):
+            monkeypatch.setattr(flows, "EARLY_BIND", early)
+            t = traceconv.load(f)
+            got.append((list(t.flows.src), list(t.flows.dst), list(t.flows.name),
+                        sorted((w.code.value, w.count, w.message) for w in t.diagnostics.warnings)))
+        assert got[0] == got[1], f
+        assert got[0][0], f                                     # (every file has flows)
+        skewed += sum(c for _, c, m in got[0][3] if "earlier than their start" in m)
+        if f == skew:
+            names = traceconv.load(f).slices.name
+            strings = t.strings.strings
+            assert [(strings[names[a]], strings[names[b]]) for a, b in zip(got[1][0], got[1][1])] == \
+                [(f"launch{k}", f"kernel{k}") for k in range(3)]
+    assert skewed == 273 + 3

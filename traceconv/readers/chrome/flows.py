@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter, defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -25,6 +26,7 @@ from ...errors import WarningCode
 from ...model import Trace
 
 Warn = Callable[..., Any]       # the trace's diagnostics.warn(code, message, count)
+EARLY_BIND = 1 << 14            # flow points from which they are bound on a thread of their own (below)
 
 
 class FlowPoints:
@@ -97,6 +99,15 @@ class FlowPoints:
         memory.trim()                       # (small blocks, ~12 MB at 1M events: back to the system)
         cat, name, fid, ts, seq, ph, track, bp_e = cols
         del cols                            # (here, each array is dropped as soon as it has served)
+        # binding a point to a slice does not depend on the other points, nor on their order: the
+        # scanner's points are bound on a thread of their own (the compiled kernel releases the GIL)
+        # while this one groups and orders them, and the slices they bound to follow the points'
+        # moves below (1M events: 315k points, the flows' linking 0.12 -> ~0.08 s)
+        early: Future | None = None
+        if not self.v1 and len(ts) >= EARLY_BIND:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="traceconv-bind")
+            early = pool.submit(bind_points, trace, bseq, eseq, track, ts, seq, (ph != ord("f")) | bp_e)
+            pool.shutdown(wait=False)
         # one group per flow: the scanner's rows by (category, name, id) ids, the rest by their key
         if len(cat):
             o = np.lexsort((fid, name, cat))
@@ -149,6 +160,10 @@ class FlowPoints:
         rank[ranked] = np.arange(n_groups)
         order = np.lexsort((seq, ts, rank[group]))
         group, ts, seq, ph, track, bp_e = (a[order] for a in (rank[group], ts, seq, ph, track, bp_e))
+        moved = (ts, seq, ph, track, bp_e)
+        if early is not None:
+            bound = early.result()[order]
+            moved += (bound,)
         g_name = g_name[ranked]
         del order, rank, ranked, first
         # one start and one end, the end earlier: host and device clocks disagree (MegEngine's
@@ -160,11 +175,11 @@ class FlowPoints:
         swap = a0[(ph[a0] == ord("f")) & (ph[a0 + 1] == ord("s"))]
         skewed = len(swap)
         if skewed:
-            for arr in (ts, seq, ph, track, bp_e):
+            for arr in moved:
                 arr[swap], arr[swap + 1] = arr[swap + 1].copy(), arr[swap].copy()
-        enclosing = (ph != ord("f")) | bp_e
-        bound = bind_points(trace, bseq, eseq, track, ts, seq, enclosing)
-        del track, ts, seq, enclosing, bp_e
+        if early is None:
+            bound = bind_points(trace, bseq, eseq, track, ts, seq, (ph != ord("f")) | bp_e)
+        del track, ts, seq, bp_e, moved
         if skewed:
             warn(WarningCode.NOTE, "flows whose end is earlier than their start (host and device clocks "
                  "disagree) were kept as drawn by the producer", skewed)
