@@ -220,7 +220,8 @@ class _Prefetch(_Feeder):
 
 SCAN_ROWS = 1 << 16         # events scanned into columns at a time
 SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with this much of the second
-SCAN_DEPTH = 3              # blocks in flight in a streamed read: being scanned, or handed over
+SCAN_DEPTH = 8              # blocks in flight in a streamed read: being scanned, or waiting to be handed over
+SCAN_DEPTH_ONE = 3          # ... where one thread scans them (a merge's worker)
 SCAN_THREADS = 2            # blocks scanned at once (1 for a source read with threads=False)
 
 
@@ -241,17 +242,18 @@ class BlockScanner(_Feeder):
     (:func:`_guess_start`), beside block k.  Once block k is done, the event cut between the two
     blocks is scanned (the seam) and says where block k + 1's events truly start: the scan from the
     guess is used only if it started there (then it is the very scan made from there), else block
-    k + 1 is scanned again from its true start (and its table cut back to where it was).  Block
-    k + 2's scan starts as soon as block k's is done, while block k's rows are still being handed
-    over, so the scanning threads do not wait for the converting one.  Block k uses table
-    k % SCAN_DEPTH (scans at once cannot share one; a table is used by one block at a time), the
-    seams a table of their own (:attr:`tables`: ``strings`` first); the tables' strings are numbered
-    in the order their file position gives.  (A merge's worker, beside other workers on every core,
-    scans one block at a time: fewer hand-overs between threads, less CPU in all and a lower peak;
-    docs/design.md, "Eighth day".)"""
+    k + 1 is scanned again from its true start (and its table cut back to where it was).  Blocks
+    are scanned ahead of the one handed over: block k + depth - 1's scan is submitted as soon as
+    block k's is done, so the scanning threads do not wait for the converting one (``depth``: 8
+    blocks in flight with two scanning threads, 3 with one; docs/design.md, "Twenty-fifth day").
+    Block k uses table k % depth (scans at once cannot share one; a table is used by one block at a
+    time), the seams a table of their own (:attr:`tables`: ``strings`` first); the tables' strings
+    are numbered in the order their file position gives.  (A merge's worker, beside other workers
+    on every core, scans one block at a time: fewer hand-overs between threads, less CPU in all and
+    a lower peak; docs/design.md, "Eighth day".)"""
 
     def __init__(self, blocks: Iterator[bytes], strings: Any, scanners: int = SCAN_THREADS) -> None:
-        self.depth = SCAN_DEPTH
+        self.depth = SCAN_DEPTH if scanners > 1 else SCAN_DEPTH_ONE
         self.tables = [strings] + [SCAN.Strings() for _ in range(self.depth)]
         self.seams = self.depth                     # the seams' table
         super().__init__(self._produce, (blocks, scanners), "traceconv-scan", 1)
