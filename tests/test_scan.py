@@ -338,6 +338,32 @@ def test_events_cut_by_the_block_end_are_scanned_again_with_more_text():
     assert S.scan(b'{"ts":1', 0, 100, S.Strings())[1:3] == (0, S.MORE)
 
 
+def test_events_of_one_call_need_a_comma_between_them():
+    """Within one scan call a comma is required between two events, and none may come before the
+    array's end: ``{}{}`` and ``{},]`` are BAD (the reader and ``validate`` then take the repairing
+    path, as decoding the whole document refuses them; a fuzz campaign of 2026-11-28, seed 20261200,
+    found ``validate``'s column pass reading ``},{}\\n {``).  Before a call's first event a comma may
+    be there or not: a call starts after the ``[``, at an event, or after one, and is not told which."""
+    ev = b'{"ph":"X","name":"a","ts":1,"dur":1}'
+    cases = {ev + ev + b"]": (1, S.BAD), ev + b" \n " + ev + b"]": (1, S.BAD), b"{}" + ev + b"]": (1, S.BAD),
+             ev + b",]": (1, S.BAD), ev + b" , ]": (1, S.BAD),
+             ev + b"," + ev + b"]": (2, S.END), ev + b" ,\n " + ev + b" ]": (2, S.END), b"]": (0, S.END),
+             b"," + ev + b"]": (1, S.END), b" , " + ev + b"," + ev + b"]": (2, S.END)}
+    for text, (rows, status) in cases.items():
+        cols, pos, got, _ = S.scan(text, 0, 100, S.Strings())
+        assert (len(cols["flags"]), got) == (rows, status), text
+    # where a FULL call stops (at the next event, its comma passed) or a MORE call stops (after an
+    # event), the next call goes on
+    text = ev + b"," + ev + b"," + ev + b"]"
+    cols, pos, got, _ = S.scan(text, 0, 1, S.Strings())
+    assert got == S.FULL and text[pos:pos + 1] == b"{"
+    assert S.scan(text, pos, 100, S.Strings())[2] == S.END
+    for cut, at in ((len(ev) + 1, len(ev)), (len(ev) + 3, len(ev) + 1)):   # before its comma, or in the next event
+        cols, pos, got, _ = S.scan(text[:cut], 0, 100, S.Strings())
+        assert (got, pos) == (S.MORE, at)
+        assert S.scan(text, pos, 100, S.Strings())[2] == S.END
+
+
 def test_cap_gives_full_and_the_position_to_go_on_from():
     text = b'{"ts":1},{"ts":2},{"ts":3}]'
     st_ = S.Strings()

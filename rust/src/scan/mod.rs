@@ -773,20 +773,25 @@ fn scan_str(text: &str, cap: usize, table: &mut Table, mut c: Cols) -> (Cols, us
     }
     let mut rows = 0usize;
     loop {
-        // between events: whitespace, a comma, or the array's end
+        // between events: whitespace, then the array's end or the next event, after a comma once
+        // an event of this call is read (`{}{}` and `{},]` are BAD: the repairing reader reads
+        // them).  Before the call's first event a comma may be there or not: the call starts after
+        // the array's `[`, at an event (a block's guessed start, or where a FULL call stopped), or
+        // after an event (where a MORE call stopped), and the caller does not say which.
         let mut i = skip_ws_at(b, pos);
         if i >= n {
             return (c, pos, MORE);
         }
-        if b[i] == b',' {
+        let comma = b[i] == b',';
+        if comma {
             i = skip_ws_at(b, i + 1);
             if i >= n {
                 return (c, pos, MORE);
             }
         }
         match b[i] {
-            b']' => return (c, i + 1, END),
-            b'{' => {}
+            b']' if !(comma && rows > 0) => return (c, i + 1, END),
+            b'{' if comma || rows == 0 => {}
             _ => return (c, i, BAD),
         }
         if rows >= cap {
