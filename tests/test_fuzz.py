@@ -512,14 +512,17 @@ def test_validate_of_events_with_no_comma_between_them():
     """An empty event and the next one with no comma between them (a Kineto mutation of the
     campaign of 2026-11-28, seed 20261200): the scanner took the comma as optional, so
     ``validate``'s column pass read an array that decoding every event refuses.  Now both take the
-    repairing path, and the conversion keeps the four events (the empty one has no time)."""
+    repairing path: the conversion keeps the four events, and ``validate`` counts them and reports the
+    empty one, which has no time, as an event a viewer cannot show."""
     from traceconv.validate import validate
     path = FUZZ / "validate_missing_comma_between_events.pt.trace.json"
     assert all(scanner.column_pass(path.read_bytes(), random.Random(k)) is None for k in range(8))
     t = traceconv.load(path)
     assert [t.strings[n] for n in t.slices.name] == ["op1", "op2", "op3", "op4"]
     assert {w.code.value: w.count for w in t.diagnostics.warnings} == {"note": 1, "dropped-event": 1}
-    assert validate(path).findings is not None
+    r = validate(path)
+    assert (r.format, r.events) == ("kineto", 4)
+    assert [(f.check, f.count) for f in r.problems] == [("events a viewer cannot show", 1)]
 
 
 def test_the_runner_flags_what_breaks_the_contract(tmp_path, monkeypatch):
