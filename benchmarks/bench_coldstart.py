@@ -10,7 +10,11 @@ Figures (issue 13's targets):
 * ``import traceconv``: wall time of a process that does only that;
 * with ``--big FILE`` (bench.py gives its 1M trace): the first conversion of a big trace and the
   three after it, in fresh processes one after the other (nothing compiled or cached at first use
-  may make the first one slower than the median of the others).
+  may make the first one slower than the median of the others).  With ``--fresh-venv`` this is
+  done in :data:`BIG_ROUNDS` new venvs, each first conversion the first of its install, and the
+  target is judged on the median of their ratios: one first conversion against the median of
+  three moved by up to 9 % either way on this 2-core host (four fresh installs of the same tree:
+  0.98, 1.01, 1.00 and 1.09x), enough to fail a 5 % target by chance alone.
 
 With ``--fresh-venv`` the figures come from a new virtual environment in ``benchmarks/data/``
 into which ``pip install .`` has just built and installed traceconv (as a new user meets it);
@@ -29,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -78,14 +83,25 @@ def compile_bytecode(python: str | Path = sys.executable) -> None:
                     "    compileall.compile_dir(os.path.dirname(m.__file__), quiet=1)"], check=True)
 
 
-def measure(python: str | Path = sys.executable, big: Path | None = None, runs: int = 5) -> dict:
-    """The cold-start figures of the traceconv that ``python`` has (its bytecode compiled first)."""
-    python = str(python)
-    compile_bytecode(python)
-    command = [python, "-m", "traceconv"]
+BIG_ROUNDS = 3      # fresh installs whose first conversion of the big trace is compared (see above)
+
+
+def _command(python: str) -> list[str]:
+    """How a user runs the traceconv that ``python`` has: its console script, else ``-m``."""
     bindir = Path(python).parent
     if (bindir / "traceconv").exists():
-        command = [str(bindir / "traceconv")]          # the console script, as a user types it
+        return [str(bindir / "traceconv")]
+    return [python, "-m", "traceconv"]
+
+
+def measure(python: str | Path = sys.executable, big: Path | None = None, runs: int = 5,
+            renew: "Callable[[], Path] | None" = None) -> dict:
+    """The cold-start figures of the traceconv that ``python`` has (its bytecode compiled first).
+    ``renew`` makes another fresh venv (its python): the big trace's first conversion is then
+    compared in :data:`BIG_ROUNDS` installs, ``python``'s and ``renew``'s."""
+    python = str(python)
+    compile_bytecode(python)
+    command = _command(python)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "x.pftrace"
         first = run([*command, "convert", str(EXAMPLE), "-o", str(out), "-q"])
@@ -100,11 +116,22 @@ def measure(python: str | Path = sys.executable, big: Path | None = None, runs: 
             "import_seconds": statistics.median(i["seconds"] for i in imports),
         }
         if big is not None:
-            bout = Path(tmp) / "big.pftrace"
-            times = [run([*command, "convert", str(big), "-o", str(bout), "-q"])["seconds"] for _ in range(4)]
+            rounds = []
+            for r in range(BIG_ROUNDS if renew is not None else 1):
+                bout = Path(tmp) / f"big{r}.pftrace"
+                cmd = command
+                if r:
+                    py = str(renew())
+                    compile_bytecode(py)
+                    cmd = _command(py)
+                rounds.append([run([*cmd, "convert", str(big), "-o", str(bout), "-q"])["seconds"] for _ in range(4)])
+                bout.unlink()
+            times = rounds[0]
             figures["big_first_seconds"] = times[0]
             figures["big_second_seconds"] = times[1]
             figures["big_later_seconds"] = statistics.median(times[1:])
+            figures["big_rounds"] = rounds
+            figures["big_first_ratio"] = statistics.median(t[0] / statistics.median(t[1:]) for t in rounds)
     return figures
 
 
@@ -115,9 +142,13 @@ def report(f: dict, target=None) -> None:
           f"{f['later_convert_seconds']:.2f} s), peak RSS {f['first_convert_maxrss'] / 1e6:.0f} MB "
           f"[target <= 60 MB]; import traceconv {f['import_seconds']:.2f} s", flush=True)
     if "big_first_seconds" in f:
-        print(f"  a big trace: first conversion {f['big_first_seconds']:.2f} s, second "
-              f"{f['big_second_seconds']:.2f} s, the three after the first {f['big_later_seconds']:.2f} s "
-              f"(median) [target: the first no slower]")
+        for r, t in enumerate(f["big_rounds"]):
+            print(f"  a big trace{f' (fresh install {r + 1})' if len(f['big_rounds']) > 1 else ''}: first "
+                  f"conversion {t[0]:.2f} s, second {t[1]:.2f} s, the three after the first "
+                  f"{statistics.median(t[1:]):.2f} s (median) = {t[0] / statistics.median(t[1:]):.2f}x")
+        print(f"  first / later: {f['big_first_ratio']:.2f}x"
+              + (f" (median of {len(f['big_rounds'])} fresh installs)" if len(f["big_rounds"]) > 1 else "")
+              + " [target: the first no slower]")
     if target is not None:
         target("cold start: traceconv --help", f"{f['help_seconds']:.2f} s", "<= 0.3 s", f["help_seconds"] <= 0.3)
         target("cold start: first conversion of the example", f"{f['first_convert_seconds']:.2f} s", "<= 0.5 s",
@@ -125,10 +156,12 @@ def report(f: dict, target=None) -> None:
         target("cold start: peak RSS converting the example", f"{f['first_convert_maxrss'] / 1e6:.0f} MB",
                "<= 60 MB", f["first_convert_maxrss"] <= 60e6)
         if "big_first_seconds" in f:
-            x = f["big_first_seconds"] / f["big_later_seconds"]
-            # against the median of the three after it (one sample moves by ~10 % on this host), within
-            # 5 %: what this catches is work done at first use (numba compiled ~30 s of it)
-            target("cold start: first / later conversions of a 1M trace", f"{x:.2f} x", "<= 1.05 x", x <= 1.05)
+            x = f["big_first_ratio"]
+            # each first against the median of the three after it, the median over fresh installs (one
+            # such ratio moves by up to 9 % on this host), within 5 %: what this catches is work done
+            # at first use (numba compiled ~30 s of it)
+            target("cold start: first / later conversions of a 1M trace", f"{x:.2f} x", "<= 1.05 x", x <= 1.05,
+                   f"median of {len(f['big_rounds'])} fresh installs" if len(f["big_rounds"]) > 1 else "")
 
 
 def main() -> None:
@@ -140,7 +173,7 @@ def main() -> None:
     DATA.mkdir(exist_ok=True)
     python = fresh_venv() if a.fresh_venv else Path(sys.executable)
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; traceconv of {python}", flush=True)
-    f = measure(python, a.big)
+    f = measure(python, a.big, renew=fresh_venv if a.fresh_venv else None)
     report(f)
     if a.json:
         Path(a.json).write_text(json.dumps(f, indent=1) + "\n")
