@@ -56,6 +56,48 @@ def test_blocks_cut_anywhere(tmp_path, monkeypatch):
         assert list(t.slices.ts) == [1000, 2000]
 
 
+@pytest.mark.parametrize("defect", ["}{", "} \n {", "},]", "[,{"])
+def test_a_missing_or_stray_comma_is_refused_wherever_the_text_is_cut(tmp_path, monkeypatch, defect):
+    """No comma between two events, one before the array's end or one before its first event: the
+    stream refuses the text wherever a block or a scan call starts or ends (the scanner is told
+    whether it goes on after an event), so the document is read by the repairing path, as decoding
+    it whole does: the same timeline and warnings with blocks cut at each byte of the defect (past
+    the first 2,000 events, which are read at once) and with scan calls of 1 to 5 events.  (Until
+    2026-11-28 a missing comma where a block started, and a comma before the first event, were read
+    as valid.)"""
+    events = [f'{{"ph":"X","name":"e{i % 7}","ts":{i},"dur":1,"pid":1,"tid":1}}' for i in range(6000)]
+    text = '{"traceEvents": [\n' + ",\n".join(events) + "\n]}"
+    if defect == "[,{":
+        text = text.replace("[\n{", "[\n,{", 1)
+        at = text.index("[") + 1
+    elif defect == "},]":
+        text = text.replace("}\n]}", "},\n]}")
+        at = text.rindex("},")
+    else:
+        cut = text.index(events[5001]) - 2          # the comma between events 5000 and 5001
+        assert text[cut:cut + 2] == ",\n"
+        text = text[:cut - 1] + defect + text[cut + 3:]
+        at = cut - 1
+    src = tmp_path / "t.json"
+    src.write_text(text)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    whole = read(src, None, monkeypatch)
+    want = (from_model(whole), {(w.code, w.message, w.count) for w in whole.diagnostics.warnings})
+    assert "note" in {w.code.value for w in whole.diagnostics.warnings}      # (repaired)
+    assert len(whole.slices) == 6000
+    # 1 KiB blocks, the document moved by leading whitespace so that a block ends at each byte of
+    # the defect (and just before and after it); then one block, scan calls of 1 to 5 events
+    runs = [((-o) % 1024, 1024, stream.SCAN_ROWS) for o in range(at - 1, at + len(defect) + 2)]
+    runs += [(0, 1 << 62, rows) for rows in (1, 2, 3, 5)]
+    for pad, block, rows in runs:
+        src.write_text(" " * pad + text)
+        monkeypatch.setattr(stream, "SCAN_ROWS", rows)
+        t = read(src, block, monkeypatch)
+        assert_same_timeline(want[0], from_model(t))
+        assert {(w.code, w.message, w.count) for w in t.diagnostics.warnings} == want[1], (pad, block, rows)
+
+
 def test_a_block_scanned_from_a_wrong_guess_leaves_no_trace(tmp_path, monkeypatch):
     """A block is scanned beside the one before it, from where an event seems to start (``}, {``);
     the scan is used only if the event cut between the two blocks ends there.  Inside args, an
@@ -163,9 +205,9 @@ def test_an_event_longer_than_many_blocks_is_scanned_in_linear_time(tmp_path, mo
     src.write_text(json.dumps({"traceEvents": events}))
     scanned = [0]
 
-    def counted(text, pos, cap, strings):
+    def counted(text, pos, cap, strings, after=False):
         scanned[0] += len(text) - pos
-        return real(text, pos, cap, strings)
+        return real(text, pos, cap, strings, after)
 
     real = stream._scan
     monkeypatch.setattr(stream, "_scan", counted)

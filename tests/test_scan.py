@@ -260,6 +260,7 @@ def scan_in_blocks(text: bytes, cuts: list[int]):
     rows: list[dict] = []
     names: list[str] = []
     carry = b""
+    after = False           # whether the carry starts right after an event (not the array's start)
     status = S.MORE
     bounds = sorted(set(c for c in cuts if 0 < c < len(text))) + [len(text)]
     at = 0
@@ -268,7 +269,8 @@ def scan_in_blocks(text: bytes, cuts: list[int]):
         at = b
         pos = 0
         while True:
-            cols, pos, status, new = S.scan(buf, pos, 3, strings)
+            cols, pos, status, new = S.scan(buf, pos, 3, strings, after)
+            after = after or len(cols["flags"]) > 0
             names += new
             for r in range(len(cols["flags"])):
                 lo, hi = cols["args_off"][r], cols["args_off"][r + 1]
@@ -333,43 +335,58 @@ def test_events_cut_by_the_block_end_are_scanned_again_with_more_text():
     text = b'{"name":"abc","ph":"X","ts":1,"dur":2} , {"name":"de'
     cols, pos, status, new = S.scan(text, 0, 100, S.Strings())
     assert status == S.MORE and len(cols["flags"]) == 1 and new == ["abc"]
-    assert text[pos:] == b'{"name":"de'
+    assert text[pos:] == b' , {"name":"de'          # right after the last event read
     assert S.scan(b' ', 0, 100, S.Strings())[2] == S.MORE
     assert S.scan(b'{"ts":1', 0, 100, S.Strings())[1:3] == (0, S.MORE)
 
 
-def test_events_of_one_call_need_a_comma_between_them():
-    """Within one scan call a comma is required between two events, and none may come before the
-    array's end: ``{}{}`` and ``{},]`` are BAD (the reader and ``validate`` then take the repairing
-    path, as decoding the whole document refuses them; a fuzz campaign of 2026-11-28, seed 20261200,
-    found ``validate``'s column pass reading ``},{}\\n {``).  Before a call's first event a comma may
-    be there or not: a call starts after the ``[``, at an event, or after one, and is not told which."""
+def test_events_need_a_comma_between_them_and_none_elsewhere():
+    """A comma comes between two events and nowhere else: ``{}{}``, ``[,{}]``, ``{},]`` and ``[,]``
+    are BAD (the reader and ``validate`` then take the repairing path, as decoding the whole
+    document refuses them; a fuzz campaign of 2026-11-28, seed 20261200, found ``validate``'s column
+    pass reading ``},{}\\n {``).  A call is told whether it starts ``after`` an event (where an
+    earlier call stopped, having read one) or not (after the ``[``, or at a ``{`` whose comma is
+    behind it), so the rule holds across calls too, where a block or a batch ends."""
     ev = b'{"ph":"X","name":"a","ts":1,"dur":1}'
     cases = {ev + ev + b"]": (1, S.BAD), ev + b" \n " + ev + b"]": (1, S.BAD), b"{}" + ev + b"]": (1, S.BAD),
-             ev + b",]": (1, S.BAD), ev + b" , ]": (1, S.BAD),
+             ev + b",]": (1, S.BAD), ev + b" , ]": (1, S.BAD), b",]": (0, S.BAD), b" , " + ev + b"]": (0, S.BAD),
              ev + b"," + ev + b"]": (2, S.END), ev + b" ,\n " + ev + b" ]": (2, S.END), b"]": (0, S.END),
-             b"," + ev + b"]": (1, S.END), b" , " + ev + b"," + ev + b"]": (2, S.END)}
+             b" ]": (0, S.END)}
     for text, (rows, status) in cases.items():
         cols, pos, got, _ = S.scan(text, 0, 100, S.Strings())
         assert (len(cols["flags"]), got) == (rows, status), text
-    # where a FULL call stops (at the next event, its comma passed) or a MORE call stops (after an
-    # event), the next call goes on
+    after = {b"," + ev + b"]": (1, S.END), b" , " + ev + b"," + ev + b"]": (2, S.END), b"]": (0, S.END),
+             ev + b"]": (0, S.BAD), b" " + ev + b"]": (0, S.BAD), b",]": (0, S.BAD), b" , ]": (0, S.BAD)}
+    for text, (rows, status) in after.items():
+        cols, pos, got, _ = S.scan(text, 0, 100, S.Strings(), True)
+        assert (len(cols["flags"]), got) == (rows, status), text
+    # a FULL or MORE call stops right after the last event it read; the next goes on after it
     text = ev + b"," + ev + b"," + ev + b"]"
     cols, pos, got, _ = S.scan(text, 0, 1, S.Strings())
-    assert got == S.FULL and text[pos:pos + 1] == b"{"
-    assert S.scan(text, pos, 100, S.Strings())[2] == S.END
-    for cut, at in ((len(ev) + 1, len(ev)), (len(ev) + 3, len(ev) + 1)):   # before its comma, or in the next event
+    assert got == S.FULL and pos == len(ev)
+    assert S.scan(text, pos, 100, S.Strings(), True)[2] == S.END
+    assert S.scan(text, pos, 100, S.Strings())[2] == S.BAD          # (told it is the array's start)
+    for cut in (len(ev), len(ev) + 1, len(ev) + 3):      # at the end of an event, past its comma, in the next event
         cols, pos, got, _ = S.scan(text[:cut], 0, 100, S.Strings())
-        assert (got, pos) == (S.MORE, at)
-        assert S.scan(text, pos, 100, S.Strings())[2] == S.END
+        assert (len(cols["flags"]), got, pos) == (1, S.MORE, len(ev))
+        assert S.scan(text, pos, 100, S.Strings(), True)[2] == S.END
+    # no call passes over a missing comma where it ends or starts
+    text = ev + b" " + ev + b"]"
+    for cap in (1, 2):
+        cols, pos, got, _ = S.scan(text, 0, cap, S.Strings())
+        assert got == S.BAD or S.scan(text, pos, 100, S.Strings(), True)[2] == S.BAD
+    for cut in range(len(ev), len(text)):
+        cols, pos, got, _ = S.scan(text[:cut], 0, 100, S.Strings())
+        assert got == (S.MORE if cut <= len(ev) + 1 else S.BAD)
+        assert got == S.BAD or S.scan(text, pos, 100, S.Strings(), True)[2] == S.BAD
 
 
 def test_cap_gives_full_and_the_position_to_go_on_from():
     text = b'{"ts":1},{"ts":2},{"ts":3}]'
     st_ = S.Strings()
     cols, pos, status, _ = S.scan(text, 0, 2, st_)
-    assert status == S.FULL and len(cols["ts"]) == 2 and text[pos:] == b'{"ts":3}]'
-    cols, pos, status, _ = S.scan(text, pos, 2, st_)
+    assert status == S.FULL and len(cols["ts"]) == 2 and text[pos:] == b',{"ts":3}]'
+    cols, pos, status, _ = S.scan(text, pos, 2, st_, True)
     assert status == S.END and cols["ts"].tolist() == [3000] and pos == len(text)
 
 

@@ -36,6 +36,7 @@ def feed(data: bytes, rng: random.Random) -> None:
     start = data.find(b"[") + 1
     strings = S.Strings()
     carry = b""
+    after = False           # whether the carry starts right after an event (told to the scanner)
     at = start
     while at <= len(data):
         step = rng.choice([1, 7, 64, 4096, len(data) + 1])
@@ -43,10 +44,11 @@ def feed(data: bytes, rng: random.Random) -> None:
         at += step
         pos = 0
         while True:
-            cols, new_pos, status, _ = S.scan(buf, pos, rng.choice([1, 3, 1 << 16]), strings)
+            cols, new_pos, status, _ = S.scan(buf, pos, rng.choice([1, 3, 1 << 16]), strings, after)
             assert status in STATUSES, status
             assert pos <= new_pos <= len(buf) or status == S.BAD, (pos, new_pos, len(buf))
             n = len(cols["flags"])
+            after = after or n > 0
             if n:
                 k = S.split(cols["flags"], cols["ph"], cols["name"], cols["cat"], cols["ts"], cols["dur"],
                             cols["pid"], cols["tid"], cols["id"], cols["s"], cols["bp"], cols["args"],

@@ -703,8 +703,15 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
     EventOutcome::Row
 }
 
-/// Scan events from `b[pos..]`, at most `cap`: (rows, where to go on, status).
-pub fn scan_kernel(bytes: &[u8], pos: usize, cap: usize, table: &mut Table) -> (Cols, usize, i32) {
+/// Scan events from `b[pos..]`, at most `cap`, `after` an event or not (see [`scan_str`]):
+/// (rows, where to go on, status).
+pub fn scan_kernel(
+    bytes: &[u8],
+    pos: usize,
+    cap: usize,
+    table: &mut Table,
+    after: bool,
+) -> (Cols, usize, i32) {
     let c = Cols {
         args_off: vec![0],
         ..Cols::default()
@@ -725,7 +732,7 @@ pub fn scan_kernel(bytes: &[u8], pos: usize, cap: usize, table: &mut Table) -> (
             }
         }
     };
-    let (mut c, at, status) = scan_str(b, cap, table, c);
+    let (mut c, at, status) = scan_str(b, cap, table, c, after);
     // the rows' places, and where to go on, in `bytes` (the scan read `bytes[from..]`)
     if from > 0 {
         let shift = from as i64;
@@ -742,8 +749,13 @@ pub fn scan_kernel(bytes: &[u8], pos: usize, cap: usize, table: &mut Table) -> (
     (c, pos, status)
 }
 
-/// Scan events from the start of `text`, at most `cap`: (rows, where to go on, status).
-fn scan_str(text: &str, cap: usize, table: &mut Table, mut c: Cols) -> (Cols, usize, i32) {
+/// Scan events from the start of `text`, at most `cap`: (rows, where to go on, status).  `after`:
+/// the text starts right after an event (where an earlier call stopped, having read one), so a
+/// comma comes before its first event; else it starts after the array's `[` (or at an event whose
+/// comma is behind it: a block's guessed start), where no comma may come first.  A FULL or MORE
+/// call stops right after the last event it read (or where it started), never past a comma: the
+/// next call goes on from there, `after` an event if this one was or read one.
+fn scan_str(text: &str, cap: usize, table: &mut Table, mut c: Cols, after: bool) -> (Cols, usize, i32) {
     let b = text.as_bytes();
     let n = b.len();
     let mut pos = 0usize;
@@ -773,11 +785,9 @@ fn scan_str(text: &str, cap: usize, table: &mut Table, mut c: Cols) -> (Cols, us
     }
     let mut rows = 0usize;
     loop {
-        // between events: whitespace, then the array's end or the next event, after a comma once
-        // an event of this call is read (`{}{}` and `{},]` are BAD: the repairing reader reads
-        // them).  Before the call's first event a comma may be there or not: the call starts after
-        // the array's `[`, at an event (a block's guessed start, or where a FULL call stopped), or
-        // after an event (where a MORE call stopped), and the caller does not say which.
+        // between events: whitespace, then the array's end or the next event, after a comma
+        // exactly when an event comes before it (`{}{}`, `[,{}]`, `{},]` and `[,]` are BAD: the
+        // repairing reader reads them)
         let mut i = skip_ws_at(b, pos);
         if i >= n {
             return (c, pos, MORE);
@@ -790,12 +800,12 @@ fn scan_str(text: &str, cap: usize, table: &mut Table, mut c: Cols) -> (Cols, us
             }
         }
         match b[i] {
-            b']' if !(comma && rows > 0) => return (c, i + 1, END),
-            b'{' if comma || rows == 0 => {}
+            b']' if !comma => return (c, i + 1, END),
+            b'{' if comma == (after || rows > 0) => {}
             _ => return (c, i, BAD),
         }
         if rows >= cap {
-            return (c, i, FULL);
+            return (c, pos, FULL);
         }
         let mut end = i;
         match scan_event(text, i, table, &mut c, &mut end) {
@@ -803,7 +813,7 @@ fn scan_str(text: &str, cap: usize, table: &mut Table, mut c: Cols) -> (Cols, us
                 rows += 1;
                 pos = end;
             }
-            EventOutcome::More => return (c, i, MORE),
+            EventOutcome::More => return (c, pos, MORE),
             EventOutcome::Bad => return (c, i, BAD),
         }
     }
@@ -829,16 +839,20 @@ fn cols_dict<'py>(py: Python<'py>, c: Cols) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-/// scan(text, pos, cap, strings) -> (columns, pos, status, new_strings)
+/// scan(text, pos, cap, strings, after=False) -> (columns, pos, status, new_strings)
 ///
 /// Scan at most `cap` events from `text[pos:]` (the text of an event array after its `[`, or a
-/// block of it).  `columns` is a dict of NumPy arrays, one row per event scanned (`start`, `end`,
+/// block of it); `after`: `text[pos:]` starts right after an event, so a comma must come before
+/// the next one (else none may: the array's start, or a `{` whose comma is behind it).  `columns` is a dict of NumPy arrays, one row per event scanned (`start`, `end`,
 /// `flags`, `ph`, `name`, `cat` (ids in `strings`, -1: none), `ts`, `dur` (ns), `pid`, `tid`,
 /// `id`, `s`, `bp`, and `args`/`args_off` (row r's args
 /// without whitespace: `args[args_off[r]:args_off[r + 1]]`, empty for none or `{}`)); `pos` is
-/// where to go on; `status` why it stopped (MORE, END, FULL, BAD); `new_strings` the strings this
-/// call added to `strings`, in id order.  Runs without the GIL.
+/// where to go on (for MORE and FULL: right after the last event read, or `pos` if none was, so
+/// the next call goes on `after` an event when this one was or read one); `status` why it stopped
+/// (MORE, END, FULL, BAD); `new_strings` the strings this call added to `strings`, in id order.
+/// Runs without the GIL.
 #[pyfunction]
+#[pyo3(signature = (text, pos, cap, strings, after=false))]
 #[allow(clippy::type_complexity)]
 fn scan<'py>(
     py: Python<'py>,
@@ -846,12 +860,13 @@ fn scan<'py>(
     pos: usize,
     cap: usize,
     strings: &Bound<'py, Strings>,
+    after: bool,
 ) -> PyResult<(Bound<'py, PyDict>, usize, i32, Bound<'py, PyList>)> {
     let st = strings.get();
     let (c, pos, status, new) = py.detach(|| {
         let mut t = st.lock();
         let before = t.len();
-        let (c, pos, status) = scan_kernel(text, pos, cap, &mut t);
+        let (c, pos, status) = scan_kernel(text, pos, cap, &mut t, after);
         let new: Vec<Box<str>> = (before..t.len())
             .filter_map(|k| t.get_index(k).cloned())
             .collect();

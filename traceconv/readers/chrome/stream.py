@@ -28,9 +28,11 @@ SCAN = _core.scan           # the compiled scanner (rust/src/scan/)
 Rows = types.SimpleNamespace  # one scan call's columns (see SCAN.scan), by name
 
 
-def _scan(text: bytes, pos: int, cap: int, strings: Any) -> tuple[Rows, int, int, int, list[str]]:
-    """SCAN.scan on ``text[pos:]``: (rows, how many, where to go on, status, strings it added)."""
-    cols, pos, status, new = SCAN.scan(text, pos, cap, strings)
+def _scan(text: bytes, pos: int, cap: int, strings: Any, after: bool = False) -> tuple[Rows, int, int, int, list[str]]:
+    """SCAN.scan on ``text[pos:]``, ``after`` an event or not (at the array's start, or at an
+    event): (rows, how many, where to go on, status, strings it added).  The scan stops right after
+    the last event it read: the next call goes on ``after or how many > 0``."""
+    cols, pos, status, new = SCAN.scan(text, pos, cap, strings, after)
     return Rows(**cols), len(cols["flags"]), pos, status, new
 
 
@@ -262,18 +264,20 @@ class BlockScanner(_Feeder):
         """The next item (see above)."""
         return self._q.get()
 
-    def _scan_block(self, buf: bytes, pos: int, table: int) -> tuple[int, list, int, int]:
-        """The batches of ``buf``'s events from ``pos`` to its end (or the array's end, or bad
-        text), where the scan stopped and why, and the table's size before it."""
+    def _scan_block(self, buf: bytes, pos: int, table: int, after: bool) -> tuple[int, list, int, int, bool]:
+        """The batches of ``buf``'s events from ``pos`` (``after`` an event or not) to its end (or
+        the array's end, or bad text), where the scan stopped and why, the table's size before it,
+        and whether where it stopped is after an event."""
         strings = self.tables[table]
         before = len(strings)
         out = []
         while not self._stop.is_set():
-            cols, n, pos, status, new = _scan(buf, pos, SCAN_ROWS, strings)
+            cols, n, pos, status, new = _scan(buf, pos, SCAN_ROWS, strings, after)
             out.append((cols, n, new))
+            after = after or n > 0
             if status != SCAN.FULL:
-                return before, out, pos, status
-        return before, out, pos, SCAN.BAD
+                return before, out, pos, status, after
+        return before, out, pos, SCAN.BAD, after
 
     def _produce(self, stream: Iterator[bytes], scanners: int) -> None:
         put, stop, tables, depth, seams = self._put, self._stop, self.tables, self.depth, self.seams
@@ -287,12 +291,14 @@ class BlockScanner(_Feeder):
                 if block is not None:
                     buf = bytes(block)
                     guess = 0 if k == 0 else _guess_start(buf)
-                    ahead[k] = (buf, guess, pool.submit(self._scan_block, buf, guess, k % depth)
+                    # (a guessed start is a `{` whose comma is behind it)
+                    ahead[k] = (buf, guess, pool.submit(self._scan_block, buf, guess, k % depth, False)
                                 if guess is not None else None)
 
             for j in range(depth - 1):
                 start(j)
-            carry = b""                     # the text of the event cut by the last block's end
+            carry = b""                     # the text after the last event read (the event cut by the last block's end)
+            after = False                   # whether that text starts right after an event (not the array's start)
             held: list[bytes] = []          # blocks after it not scanned yet (see below)
             held_bytes = 0
             pending: list[list[str]] = [[] for _ in tables]     # strings not yet sent, per table
@@ -323,21 +329,23 @@ class BlockScanner(_Feeder):
                     # the event cut by the last block's end: scanned from its two pieces joined
                     # with only the start of this block (not the whole block copied after it)
                     seam = carry + buf[:SEAM_BYTES]
-                    cols, n, at, status, new = _scan(seam, 0, 1, tables[seams])
+                    cols, n, at, status, new = _scan(seam, 0, 1, tables[seams], after)
                     pending[seams] += new
                     if n == 1 and at > len(carry) and status in (SCAN.FULL, SCAN.MORE):
                         rows.append((seam, cols, n, pending[seams], seams))
                         pending[seams] = []
-                        pos = at - len(carry)
+                        pos, after = at - len(carry), True
                     else:                   # a longer event, the array's end, or bad text
                         buf, pos = carry + buf, None
                     del seam, cols
+                # (a guessed start past the comma after `pos`: the guess's `},{` holds that comma,
+                # so a scan from the guess never passes over a missing one)
                 if done is not None and pos is not None and guess in (pos, _event_at(buf, pos)):
-                    _, got, end, status = done
+                    _, got, end, status, after = done
                 else:
                     if done is not None:
                         tables[table].truncate(done[0])
-                    _, got, end, status = self._scan_block(buf, pos or 0, table)
+                    _, got, end, status, after = self._scan_block(buf, pos or 0, table, after)
                 del done
                 for cols, n, new in got:
                     pending[table] += new
