@@ -501,7 +501,7 @@ def main() -> None:
             print(f"  (no fresh venv: {e}; measured with {sys.executable})", flush=True)
     print(f"  traceconv of {python}", flush=True)
     # the "first conversion of a 1M-event file no slower than the second": the bench's 1M
-    # trace (when this run made it), in the same fresh venv and in two more (bench_coldstart.BIG_ROUNDS)
+    # trace (when this run made it), in the same fresh venv and in four more (bench_coldstart.BIG_ROUNDS)
     big = DATA / "big_1M.pt.trace.json"
     cold = bench_coldstart.measure(python, big if big.exists() else None, renew=renew)
     bench_coldstart.report(cold, target)

@@ -13,8 +13,8 @@ Figures (issue 13's targets):
   may make the first one slower than the median of the others).  With ``--fresh-venv`` this is
   done in :data:`BIG_ROUNDS` new venvs, each first conversion the first of its install, and the
   target is judged on the median of their ratios: one first conversion against the median of
-  three moved by up to 9 % either way on this 2-core host (four fresh installs of the same tree:
-  0.98, 1.01, 1.00 and 1.09x), enough to fail a 5 % target by chance alone.
+  three moved from 0.90 to 1.09x on this 2-core host (18 fresh installs of the same tree, median
+  1.00x; the same venv after 30 s idle 1.00-1.12x), enough to fail a 5 % target by chance alone.
 
 With ``--fresh-venv`` the figures come from a new virtual environment in ``benchmarks/data/``
 into which ``pip install .`` has just built and installed traceconv (as a new user meets it);
@@ -83,7 +83,7 @@ def compile_bytecode(python: str | Path = sys.executable) -> None:
                     "    compileall.compile_dir(os.path.dirname(m.__file__), quiet=1)"], check=True)
 
 
-BIG_ROUNDS = 3      # fresh installs whose first conversion of the big trace is compared (see above)
+BIG_ROUNDS = 5      # fresh installs whose first conversion of the big trace is compared (see above)
 
 
 def _command(python: str) -> list[str]:
