@@ -121,7 +121,11 @@ def measure(python: str | Path = sys.executable, big: Path | None = None, runs: 
                 bout = Path(tmp) / f"big{r}.pftrace"
                 cmd = command
                 if r:
-                    py = str(renew())
+                    try:
+                        py = str(renew())
+                    except subprocess.CalledProcessError as e:
+                        print(f"  (no further fresh venv: {e}; {r} compared)", flush=True)
+                        break
                     compile_bytecode(py)
                     cmd = _command(py)
                 rounds.append([run([*cmd, "convert", str(big), "-o", str(bout), "-q"])["seconds"] for _ in range(4)])

@@ -9,6 +9,7 @@ in process to check what the model made of it.  The long campaign: ``python -m t
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import os
 import random
@@ -321,6 +322,27 @@ def test_short_campaign(runner):
     merge()
     assert ran[0] >= len(IMPORTERS) + SHORT_MUTATIONS + SHORT_MERGES
     assert failures == []
+
+
+def test_the_separator_mutation_breaks_an_event_array_where_it_says():
+    """Each kind of separator mutation makes text that decoding refuses, and that the scanner,
+    fed in blocks of every size, refuses too (``scanner.check`` holds ``validate``'s column pass to
+    the decoding): a comma dropped or doubled between two events, one before the first event, one
+    after the last."""
+    from fuzz.mutate import separator
+    events = ",\n".join(f'{{"ph":"X","name":"e{k}","ts":{k},"dur":1,"pid":1,"tid":1}}' for k in range(40))
+    text = ('{"traceEvents": [\n' + events + "\n]}").encode()
+    json.loads(text)
+    seen = set()
+    for seed in range(40):
+        d = bytearray(text)
+        kind = separator(random.Random(seed), d, random.Random(seed).randrange(len(d)))
+        seen.add(kind)
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(bytes(d))
+        for k in range(4):
+            assert scanner.check(bytes(d), random.Random(k)) is None, kind
+    assert seen == {"no-comma", "two-commas", "leading-comma", "trailing-comma"}
 
 
 GLOO = Path(__file__).parent / "fixtures" / "multirank" / "gloo_2ranks"

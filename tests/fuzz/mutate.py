@@ -16,6 +16,9 @@ MAX_BASE = 96 * 1024          # larger fixtures are cut to about this size first
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _STRING = re.compile(rb'"(?:name|cat|ph|args|[A-Za-z_ ]{1,20})"\s*:\s*"')
 _VALUE = re.compile(rb'"[^"\\]{0,40}"\s*:\s*')
+_BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+_ARRAY_START = re.compile(rb"\[\s*\{")
+_ARRAY_END = re.compile(rb"\}\s*\]")
 
 NASTY_NUMBERS = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"9.3e18", b"4611686018427387904",
                  b"1180591620717411303424", b"-1", b"-9223372036854775809", b"1e26", b"-0", b"0", b"1e-400",
@@ -56,7 +59,7 @@ def _base(rng: random.Random, data: bytes) -> bytes:
 
 def _one(rng: random.Random, d: bytearray) -> str:
     n = len(d)
-    op = rng.randrange(12)
+    op = rng.randrange(13)
     if n == 0:
         d += b"{"
         return "grow"
@@ -108,10 +111,39 @@ def _one(rng: random.Random, d: bytearray) -> str:
     if op == 10:                          # special JSON tokens and separators
         d[i:i] = rng.choice([b"null", b"{}", b"[]", b",", b":", b'"', b"\\", b"\x00", b"}", b"]", b"\n"])
         return "token"
+    if op == 11:
+        return separator(rng, d, i)
     j = min(n, i + rng.randrange(1, 256))
     k = rng.randrange(n)
     d[k:k] = d[i:j]
     return "splice"
+
+
+def separator(rng: random.Random, d: bytearray, i: int) -> str:
+    """The separators of an event array broken near ``i``: the comma between two events dropped or
+    doubled, or one added before the first event or after the last (where a scan call or a block
+    of the stream starts or ends, the scanner must still refuse them: the fuzz finds of 2026-11-28).
+    What was done, or "separator" if there was no such place."""
+    kind = rng.randrange(4)
+    if kind < 2:
+        ms = list(_BETWEEN_EVENTS.finditer(d, max(0, i - 4096), min(len(d), i + 4096))) or \
+            list(_BETWEEN_EVENTS.finditer(d))
+        if ms:
+            m = ms[rng.randrange(len(ms))]
+            c = d.index(b",", m.start(), m.end())
+            d[c:c + 1] = b"" if kind == 0 else b",,"
+            return "no-comma" if kind == 0 else "two-commas"
+    elif kind == 2:
+        m = _ARRAY_START.search(d)
+        if m:
+            d[m.start() + 1:m.start() + 1] = b","
+            return "leading-comma"
+    else:
+        ms = list(_ARRAY_END.finditer(d))
+        if ms:
+            d[ms[-1].start() + 1:ms[-1].start() + 1] = b","
+            return "trailing-comma"
+    return "separator"
 
 
 def mutated(rng: random.Random) -> tuple[Case, str]:

@@ -755,7 +755,13 @@ pub fn scan_kernel(
 /// comma is behind it: a block's guessed start), where no comma may come first.  A FULL or MORE
 /// call stops right after the last event it read (or where it started), never past a comma: the
 /// next call goes on from there, `after` an event if this one was or read one.
-fn scan_str(text: &str, cap: usize, table: &mut Table, mut c: Cols, after: bool) -> (Cols, usize, i32) {
+fn scan_str(
+    text: &str,
+    cap: usize,
+    table: &mut Table,
+    mut c: Cols,
+    after: bool,
+) -> (Cols, usize, i32) {
     let b = text.as_bytes();
     let n = b.len();
     let mut pos = 0usize;
@@ -843,10 +849,11 @@ fn cols_dict<'py>(py: Python<'py>, c: Cols) -> PyResult<Bound<'py, PyDict>> {
 ///
 /// Scan at most `cap` events from `text[pos:]` (the text of an event array after its `[`, or a
 /// block of it); `after`: `text[pos:]` starts right after an event, so a comma must come before
-/// the next one (else none may: the array's start, or a `{` whose comma is behind it).  `columns` is a dict of NumPy arrays, one row per event scanned (`start`, `end`,
-/// `flags`, `ph`, `name`, `cat` (ids in `strings`, -1: none), `ts`, `dur` (ns), `pid`, `tid`,
-/// `id`, `s`, `bp`, and `args`/`args_off` (row r's args
-/// without whitespace: `args[args_off[r]:args_off[r + 1]]`, empty for none or `{}`)); `pos` is
+/// the next one (else none may: the array's start, or a `{` whose comma is behind it).  `columns`
+/// is a dict of NumPy arrays, one row per event scanned (`start`, `end`, `flags`, `ph`, `name`,
+/// `cat` (ids in `strings`, -1: none), `ts`, `dur` (ns), `pid`, `tid`, `id`, `s`, `bp`, and
+/// `args`/`args_off` (row r's args without whitespace: `args[args_off[r]:args_off[r + 1]]`, empty
+/// for none or `{}`)); `pos` is
 /// where to go on (for MORE and FULL: right after the last event read, or `pos` if none was, so
 /// the next call goes on `after` an event when this one was or read one); `status` why it stopped
 /// (MORE, END, FULL, BAD); `new_strings` the strings this call added to `strings`, in id order.
