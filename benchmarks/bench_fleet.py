@@ -223,7 +223,7 @@ def main() -> None:
             eff = speedup / 2
             predict = 1024 * per_gb / (32 * eff)
             print("\n== scaling (dask summary)")
-            print(f"  | workers | time | per rank | per GB of JSON |")
+            print("  | workers | time | per rank | per GB of JSON |")
             print(f"  | 1 | {one['seconds']:.1f} s | {per_rank:.2f} s | {per_gb:.1f} s |")
             print(f"  | 2 | {two['seconds']:.1f} s | {two['seconds'] / a.ranks * 2:.2f} s per rank per worker | "
                   f"{two['seconds'] / (size / GB) * 2:.1f} s per worker |")

@@ -86,15 +86,15 @@ def test_mxnet_totals_within_the_json_aggregates_printed_precision():
     rows = {r.key: r for r in summarize(traceconv.load(MX_TRACE), by="name").rows}
     checked = 0
     for cat, entries in agg.items():
-        for name, st in entries.items():
+        for name, stat in entries.items():
             if name in counters:
                 continue
             r = rows[name]
-            assert r.count == st["Count"], name
+            assert r.count == stat["Count"], name
             ms = r.total_ns / 1e6
             # 4 significant digits (MXNet's %g-like output)
-            tol = 0.5 * 10 ** (math.floor(math.log10(st["Total"])) - 3) if st["Total"] else 5e-4
-            assert abs(ms - st["Total"]) <= tol + 1e-12, (name, ms, st["Total"])
+            tol = 0.5 * 10 ** (math.floor(math.log10(stat["Total"])) - 3) if stat["Total"] else 5e-4
+            assert abs(ms - stat["Total"]) <= tol + 1e-12, (name, ms, stat["Total"])
             checked += 1
     assert checked == 40
 

@@ -506,7 +506,6 @@ def start(path: str | os.PathLike[str] | None = None, *, buffer: int = 1 << 16,
     Without ``path``, ``$TRACECONV_RECORD`` names it.  ``TRACECONV_RECORD=0`` turns recording
     off: ``start`` then records nothing.  Returns the recorder (None when off).
     """
-    global _rec, _tls, _cap
     env = os.environ.get(ENV)
     if env is not None and env.strip().lower() in OFF_VALUES and env.strip() != "":
         return None
