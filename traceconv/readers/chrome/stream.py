@@ -28,7 +28,8 @@ SCAN = _core.scan           # the compiled scanner (rust/src/scan/)
 Rows = types.SimpleNamespace  # one scan call's columns (see SCAN.scan), by name
 
 
-def _scan(text: bytes, pos: int, cap: int, strings: Any, after: bool = False) -> tuple[Rows, int, int, int, list[str]]:
+def _scan(text: bytes, pos: int, cap: int, strings: Any,
+          after: bool = False) -> tuple[Rows, int, int, int, list[str]]:
     """SCAN.scan on ``text[pos:]``, ``after`` an event or not (at the array's start, or at an
     event): (rows, how many, where to go on, status, strings it added).  The scan stops right after
     the last event it read: the next call goes on ``after or how many > 0``."""
@@ -264,7 +265,8 @@ class BlockScanner(_Feeder):
         """The next item (see above)."""
         return self._q.get()
 
-    def _scan_block(self, buf: bytes, pos: int, table: int, after: bool) -> tuple[int, list, int, int, bool]:
+    def _scan_block(self, buf: bytes, pos: int, table: int,
+                    after: bool) -> tuple[int, list, int, int, bool]:
         """The batches of ``buf``'s events from ``pos`` (``after`` an event or not) to its end (or
         the array's end, or bad text), where the scan stopped and why, the table's size before it,
         and whether where it stopped is after an event."""
@@ -297,8 +299,8 @@ class BlockScanner(_Feeder):
 
             for j in range(depth - 1):
                 start(j)
-            carry = b""                     # the text after the last event read (the event cut by the last block's end)
-            after = False                   # whether that text starts right after an event (not the array's start)
+            carry = b""                     # the text after the last event read (holding the event cut)
+            after = False                   # whether it starts after an event (not the array's start)
             held: list[bytes] = []          # blocks after it not scanned yet (see below)
             held_bytes = 0
             pending: list[list[str]] = [[] for _ in tables]     # strings not yet sent, per table
