@@ -59,6 +59,24 @@ def test_formats_lists_the_registry():
     assert [n for n in names if n] == [f.name for f in formats.FORMATS]
 
 
+@pytest.mark.parametrize("value, want", [(None, "1"), ("", "1"), ("  ", "1"), ("3", "3")])
+def test_the_command_runs_numpy_with_one_blas_thread_unless_told(value, want):
+    """The command's process imports numpy with one OpenBLAS thread (a thread per core otherwise
+    spins ~0.1 s of CPU beside its start), unless the user set a number; an empty variable is no
+    setting (it kept the default from applying until 2026-11-28).  Checked in a process of its
+    own: the setting, and on a machine of two cores or more, the threads numpy's import left."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if value is not None:
+        env["OPENBLAS_NUM_THREADS"] = value
+    code = ("import os; from traceconv_cli.app import one_blas_thread; one_blas_thread(); import numpy; "
+            "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    setting, tasks = r.stdout.split()
+    assert setting == want
+    if want == "1" and Path("/proc/self/task").is_dir():
+        assert tasks == "1"
+
+
 def test_help_shows_examples():
     r = run("convert", "--help")
     assert r.returncode == 0 and "traceconv convert" in r.stdout and "--from" in r.stdout
