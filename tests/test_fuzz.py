@@ -426,6 +426,31 @@ def test_exponents_beyond_a_decimal_on_the_repairing_path():
 
 
 @tp.requires_trace_processor
+@pytest.mark.parametrize("suffix", [".pftrace", ".json"])
+def test_counters_on_a_thread_or_process_track_go_to_counter_tracks(tmp_path, suffix):
+    """A .pftrace whose counter values lie on a process's and a thread's track (a ``perfetto`` case
+    of the campaign of 2026-11-28, seed 20261205, reduced: ``TYPE_COUNTER`` events on tracks that
+    are not counter tracks): trace_processor counts each as an error
+    (``track_event_counter_invalid_track_uuid``) and drops it, and the .pftrace output had written
+    them there again.  Now the layout puts them on counter tracks of their own, named after theirs,
+    in their process (a note, counted): the outputs load with no error, every value kept."""
+    src = FUZZ / "pftrace_counters_on_thread_and_process_tracks.pftrace"
+    assert [r["name"] for r in tp.query(src, "select name from stats where severity = 'error' and value > 0")] == \
+        ["track_event_counter_invalid_track_uuid"]
+    t = traceconv.load(src)
+    out = tmp_path / f"o{suffix}"
+    traceconv.save(t, out)
+    assert _warned(t, WarningCode.NOTE, "not a counter track") == 3
+    tp.assert_loads(out)
+    sql = ("select t.name, p.pid, c.ts, c.value from counter c join process_counter_track t on c.track_id = t.id "
+           "join process p using(upid) order by c.ts")
+    series = "" if suffix == ".pftrace" else " value"       # (a JSON "C" event's series: its arg key)
+    assert [(r["name"], r["pid"], r["ts"], r["value"]) for r in tp.query(out, sql)] == \
+        [("worker" + series, 7, 1200, 3.5), ("main" + series, 7, 1300, 4.5), ("main" + series, 7, 1400, -1.0)]
+    assert [(r["name"], r["dur"]) for r in tp.query(out, "select name, dur from slice")] == [("step", 500)]
+
+
+@tp.requires_trace_processor
 def test_thread_0_beside_the_main_thread_stays_a_thread_of_its_own(tmp_path):
     """Process 5 with threads 5 and 0 (a chrome-json fuzz case, 2026-11-25): trace_processor's JSON
     importer reads tid 0 as the process's main thread, so the JSON output put both threads' slices

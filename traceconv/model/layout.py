@@ -31,7 +31,7 @@ from .._native import _core
 from ..errors import WarningCode, clip
 from .. import memory
 from ..progress import report
-from .trace import Trace
+from .trace import Trace, TrackKind
 
 
 def _col(a: array, dtype: str) -> np.ndarray:
@@ -55,10 +55,38 @@ def taken_order(trace: Trace) -> np.ndarray:
     return order if order is not None and len(order) == len(s) else slice_order(trace)
 
 
+def counters_on_counter_tracks(trace: Trace) -> None:
+    """Counter samples on a track that is not a counter track go to a counter track of their own,
+    named after it, in its process (a note, counted).  A .pftrace can hold them: a ``TYPE_COUNTER``
+    event on a thread's or a process's track, which trace_processor counts as an error
+    (``track_event_counter_invalid_track_uuid``) and drops; written there again, they would be the
+    same error in the output.  Every writer then draws them as a counter series.  Idempotent."""
+    c = trace.counters
+    if not len(c):
+        return
+    track = np.frombuffer(c.track, np.int32)
+    wrong = [t for t in np.unique(track).tolist() if trace.tracks[t].kind is not TrackKind.COUNTER]
+    if not wrong:
+        return
+    to = np.arange(len(trace.tracks), dtype=np.int32)
+    for t in wrong:
+        tr = trace.tracks[t]
+        # (a track of its own, not one found by name: a counter track of the same name keeps its series)
+        to[t] = trace._add_track(TrackKind.COUNTER, trace.track_label(tr), process=tr.process).id
+    moved = np.isin(track, wrong)
+    track[:] = to[track]
+    names = sorted({clip(trace.track_label(trace.tracks[t])) or "unnamed track" for t in wrong})
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    trace.diagnostics.warn(WarningCode.NOTE, "counter values on a track that is not a counter track were "
+                           f"drawn on a counter track of their own named after it ({shown})", int(moved.sum()))
+
+
 def nest(trace: Trace) -> None:
     """Move the slices that cannot nest on their track to its overlap lanes, and record each
     slice's depth (on its lane) and parent (the innermost slice enclosing it on any lane of its
-    track: self times count what starts inside a moved slice as its child).  Idempotent."""
+    track: self times count what starts inside a moved slice as its child).  Counter samples go
+    on counter tracks first (:func:`counters_on_counter_tracks`).  Idempotent."""
+    counters_on_counter_tracks(trace)
     s = trace.slices
     if s.depth is not None and len(s.depth) == len(s):
         return
