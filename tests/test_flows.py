@@ -303,9 +303,7 @@ def test_points_bound_on_a_thread_of_their_own_make_the_same_flows(monkeypatch, 
         assert got[0] == got[1], f
         assert got[0][0], f                                     # (every file has flows)
         skewed += sum(c for _, c, m in got[0][3] if "earlier than their start" in m)
-        if f == skew:
-            names = traceconv.load(f).slices.name
-            strings = t.strings.strings
-            assert [(strings[names[a]], strings[names[b]]) for a, b in zip(got[1][0], got[1][1])] == \
+        if f == skew:                                           # (t: the early binding's trace)
+            assert [(t.strings[t.slices.name[a]], t.strings[t.slices.name[b]]) for a, b in zip(*got[1][:2])] == \
                 [(f"launch{k}", f"kernel{k}") for k in range(3)]
     assert skewed == 273 + 3

@@ -17,7 +17,7 @@ _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _STRING = re.compile(rb'"(?:name|cat|ph|args|[A-Za-z_ ]{1,20})"\s*:\s*"')
 _VALUE = re.compile(rb'"[^"\\]{0,40}"\s*:\s*')
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
-_ARRAY_START = re.compile(rb"\[\s*\{")
+_ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[\s*\{|^\s*\[\s*\{')   # (not a header's own list)
 _ARRAY_END = re.compile(rb"\}\s*\]")
 
 NASTY_NUMBERS = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"9.3e18", b"4611686018427387904",
@@ -136,7 +136,8 @@ def separator(rng: random.Random, d: bytearray, i: int) -> str:
     elif kind == 2:
         m = _ARRAY_START.search(d)
         if m:
-            d[m.start() + 1:m.start() + 1] = b","
+            at = m.end() - 1                    # (the first event's `{`)
+            d[at:at] = b","
             return "leading-comma"
     else:
         ms = list(_ARRAY_END.finditer(d))

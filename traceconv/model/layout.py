@@ -78,10 +78,15 @@ def counters_on_counter_tracks(trace: Trace) -> None:
     new = to[track]
     moved = int(np.count_nonzero(new != track))
     track[:] = new
-    names = sorted({clip(trace.track_label(trace.tracks[t])) or "unnamed track" for t in wrong})
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     trace.diagnostics.warn(WarningCode.NOTE, "counter values on a track that is not a counter track were "
-                           f"drawn on a counter track of their own named after it ({shown})", moved)
+                           f"drawn on a counter track of their own named after it ({_shown(trace, wrong)})",
+                           moved)
+
+
+def _shown(trace: Trace, tracks: Any) -> str:
+    """The names of ``tracks`` (ids) for a warning: the first three in order, and how many more."""
+    names = sorted({clip(trace.track_label(trace.tracks[t])) or "unnamed track" for t in tracks})
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def nest(trace: Trace) -> None:
@@ -142,11 +147,9 @@ def nest(trace: Trace) -> None:
     del order, lanes, lane, ts, dur, track
     memory.trim()
     if moved:
-        names = sorted({clip(trace.track_label(trace.tracks[t])) or "unnamed track" for t in moved})
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         trace.diagnostics.warn(WarningCode.OVERLAP_LANES,
                   f"slices that partially overlap another on their track (so cannot nest there) were "
-                  f"moved to 'overlap' lanes drawn with it; what nests stayed ({shown})",
+                  f"moved to 'overlap' lanes drawn with it; what nests stayed ({_shown(trace, moved)})",
                   sum(moved.values()))
 
 

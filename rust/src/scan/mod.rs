@@ -853,11 +853,10 @@ fn cols_dict<'py>(py: Python<'py>, c: Cols) -> PyResult<Bound<'py, PyDict>> {
 /// is a dict of NumPy arrays, one row per event scanned (`start`, `end`, `flags`, `ph`, `name`,
 /// `cat` (ids in `strings`, -1: none), `ts`, `dur` (ns), `pid`, `tid`, `id`, `s`, `bp`, and
 /// `args`/`args_off` (row r's args without whitespace: `args[args_off[r]:args_off[r + 1]]`, empty
-/// for none or `{}`)); `pos` is
-/// where to go on (for MORE and FULL: right after the last event read, or `pos` if none was, so
-/// the next call goes on `after` an event when this one was or read one); `status` why it stopped
-/// (MORE, END, FULL, BAD); `new_strings` the strings this call added to `strings`, in id order.
-/// Runs without the GIL.
+/// for none or `{}`)); `pos` is where to go on (for MORE and FULL: right after the last event
+/// read, or `pos` if none was, so the next call goes on `after` an event when this one was or read
+/// one); `status` why it stopped (MORE, END, FULL, BAD); `new_strings` the strings this call added
+/// to `strings`, in id order.  Runs without the GIL.
 #[pyfunction]
 #[pyo3(signature = (text, pos, cap, strings, after=false))]
 #[allow(clippy::type_complexity)]
