@@ -7,8 +7,8 @@ every target of issue 13 (the native core).
 Traces are made once by benchmarks/generate.py (seeded) in benchmarks/data/ (not in git),
 each with a gzip -6 copy (big_{size}.pt.trace.json.gz).  Every measurement runs in a fresh
 child process, which reports its own time and peak RSS (VmHWM).  With --repeat N the runs
-alternate (json.loads, convert, json.loads of the .gz, convert of the .gz, warm, summary,
-validate, then again) and the medians are reported; the naive converter runs once per size.
+alternate (json.loads, convert, json.loads of the .gz, convert of the .gz, convert to
+.pftrace.gz and to .json.gz, warm, summary, validate, then again) and the medians are reported; the naive converter runs once per size.
 
 Per size it prints: json.loads (garbage collector off) time; traceconv convert time / json.loads,
 time / naive, peak RSS / input size, .pftrace / input size, gzip -6 of the .pftrace / gzip of
@@ -17,6 +17,7 @@ other) and its size floor, the least any encoding with one typed DebugAnnotation
 take (size_floor; past 10 MB of output estimated from a sample of the packets), which says
 how far the output is from it (the issue's target: within 1 point); the same convert from the .json.gz
 (baseline: gzip.decompress + json.loads, peak RSS against the uncompressed JSON's size);
+converting to a gzipped .pftrace and to gzipped Chrome JSON, their time and size (no targets);
 `traceconv summary` (by name) and `validate` of the JSON, their time and peak RSS (no targets); with
 --verify, how many complete events lost their own duration (traceconv and naive); when
 Perfetto's trace_processor_shell is at ../shared/bin, how long it takes to open the .pftrace
@@ -535,13 +536,17 @@ def measure_size(size: str, n: int, a: argparse.Namespace) -> dict:
     tiny = DATA / "tiny_100.pt.trace.json"
     m = alternate({"jsonloads": ("jsonloads", src), "convert": ("convert", src, out),
                    "jsonloads_gz": ("jsonloads", srcgz), "convert_gz": ("convert", srcgz, out_from_gz),
+                   "convert_to_gz": ("convert", src, DATA / f"out_{size}.pftrace.gz"),
+                   "convert_to_json_gz": ("convert", src, DATA / f"out_{size}.trace.json.gz"),
                    "warm": ("warm", src, DATA / f"out_{size}_warm.pftrace", tiny, DATA / "tiny_100.pftrace"),
                    "summary": ("summary", src), "validate": ("validate", src)},
                   a.repeat)
     row = {"size": size, "events": n, "input_bytes": src.stat().st_size, "input_gz_bytes": srcgz.stat().st_size,
            **{f"{label}_{k}": v for label, fig in m.items() for k, v in fig.items()
               if k in ("seconds", "maxrss", "above_start", "least_seconds")},
-           "pftrace_bytes": out.stat().st_size, "pftrace_gz_bytes": gzip_size(out)}
+           "pftrace_bytes": out.stat().st_size, "pftrace_gz_bytes": gzip_size(out),
+           "out_gz_bytes": (DATA / f"out_{size}.pftrace.gz").stat().st_size,
+           "out_json_gz_bytes": (DATA / f"out_{size}.trace.json.gz").stat().st_size}
     # the .json.gz input should give the very same .pftrace; its sizes are measured either way
     same = out.read_bytes() == out_from_gz.read_bytes()
     row.update(gz_same_output=same, pftrace_from_gz_bytes=out_from_gz.stat().st_size,
@@ -572,6 +577,10 @@ def report(r: dict) -> None:
     print(f"  traceconv convert:        {r['convert_seconds']:.2f} s = {r['convert_seconds'] / r['jsonloads_seconds']:.2f} x "
           f"json.loads [target <= 0.35]; peak RSS {r['convert_maxrss'] / MB:.0f} MB = "
           f"{r['convert_maxrss'] / inp:.2f} x input [target <= 0.5]")
+    if "convert_to_gz_seconds" in r:
+        print(f"  convert to .pftrace.gz:   {r['convert_to_gz_seconds']:.2f} s = {r['convert_to_gz_seconds'] / r['jsonloads_seconds']:.2f} x "
+              f"json.loads, {r['out_gz_bytes'] / MB:.1f} MB; to .json.gz: {r['convert_to_json_gz_seconds']:.2f} s, "
+              f"{r['out_json_gz_bytes'] / MB:.1f} MB (no targets)")
     if "summary_seconds" in r:
         print(f"  traceconv summary:        {r['summary_seconds']:.2f} s, {r['summary_maxrss'] / MB:.0f} MB peak; "
               f"validate: {r['validate_seconds']:.2f} s, {r['validate_maxrss'] / MB:.0f} MB peak (no targets)")

@@ -261,22 +261,79 @@ def test_read_only_file_system_is_one_line_exit_3(tmpfs):
     assert one_line(r.stderr) == f"traceconv: error: {tmpfs / 'x.pftrace'}: cannot write: Read-only file system"
 
 
-def test_a_write_error_midway_is_a_traceconv_error_and_no_temporary_file(tmp_path, monkeypatch):
-    """ENOSPC from the file object itself (as a disk filling up mid-write gives it)."""
+@pytest.mark.parametrize("name", ["out.pftrace", "out.pftrace.gz", "out.json", "out.json.gz"])
+def test_a_write_error_midway_is_a_traceconv_error_and_no_temporary_file(tmp_path, monkeypatch, name):
+    """ENOSPC from the file object itself (as a disk filling up mid-write gives it), on the writers'
+    writing thread (io.WriteBehind) after two of its writes went through: it reaches the caller
+    as the same one line, through gzip too, and that thread writes nothing after it."""
     import io as _io
 
     class Full(_io.BufferedWriter):
-        def write(self, b):
-            raise OSError(28, "No space left on device")
+        behind = 0                            # writes that went through on the writing thread
+        failed = 0
 
+        def write(self, b):
+            if threading.current_thread() is not threading.main_thread():
+                if Full.behind == 2:
+                    Full.failed += 1
+                    raise OSError(28, "No space left on device")
+                Full.behind += 1
+            return super().write(b)
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)                   # (the writing thread: on any machine)
     real_fdopen = os.fdopen
     monkeypatch.setattr(os, "fdopen", lambda fd, mode="r", *a, **k: Full(_io.FileIO(fd, "wb")))
-    out = tmp_path / "out.pftrace"
+    monkeypatch.setattr("traceconv.writers.perfetto._STEP", 64)       # (many steps, each a write)
+    monkeypatch.setattr("traceconv.writers.chrome_json._CHUNK", 16)
+    monkeypatch.setattr("traceconv.io.GZIP_LEVEL", 0)                 # (gzip hands each write on)
+    src = make_big_input(tmp_path, 2000)
+    out = tmp_path / name
     with pytest.raises(TraceconvError) as e:
-        traceconv.convert(SOCCER, out)
+        traceconv.convert(src, out)
     monkeypatch.setattr(os, "fdopen", real_fdopen)
     assert e.value.exit_code == EXIT_ENVIRONMENT and str(e.value) == f"{out}: cannot write: No space left on device"
-    assert list(tmp_path.iterdir()) == []
+    assert (Full.behind, Full.failed) == (2, 1), "nothing written on that thread after the failed write"
+    assert list(tmp_path.iterdir()) == [src]
+
+
+def test_write_behind_writes_in_order_and_raises_a_failed_write_in_the_caller():
+    """Each write begins on the thread as it is handed over, in order; write() returns once the one
+    before is done; a failed write is raised by the next call (or where the block ends), nothing
+    is written after it, and an error the caller is raising already is not hidden by it."""
+    from traceconv.io import WriteBehind
+
+    class Sink:
+        def __init__(self, fail_at=None):
+            self.got, self.fail_at, self.threads = [], fail_at, set()
+
+        def write(self, b):
+            self.threads.add(threading.get_ident())
+            if len(self.got) == self.fail_at:
+                raise OSError(28, "No space left on device")
+            time.sleep(0.002)
+            self.got.append(bytes(b))
+
+    ok = Sink()
+    with WriteBehind(ok) as w:
+        for k in range(20):
+            w.write(b"%d," % k)
+    assert b"".join(ok.got) == b"".join(b"%d," % k for k in range(20))
+    assert ok.threads and threading.get_ident() not in ok.threads
+    same = Sink()
+    with WriteBehind(same, threaded=False) as w:
+        w.write(b"a")
+        assert same.got == [b"a"] and same.threads == {threading.get_ident()}
+    bad = Sink(fail_at=3)
+    with pytest.raises(OSError, match="No space"):
+        with WriteBehind(bad) as w:
+            for k in range(20):
+                w.write(b"%d," % k)
+    assert bad.got == [b"0,", b"1,", b"2,"] and k <= 5
+    hidden = Sink(fail_at=0)
+    with pytest.raises(RuntimeError, match="the writer's own"):
+        with WriteBehind(hidden) as w:
+            w.write(b"x")
+            raise RuntimeError("the writer's own error")
 
 
 def test_permission_denied_is_one_line_exit_3(tmp_path, monkeypatch):

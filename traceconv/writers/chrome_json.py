@@ -34,6 +34,7 @@
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections import Counter
 from typing import BinaryIO
@@ -44,6 +45,7 @@ import orjson
 from .. import __version__
 from .._native import _core
 from ..errors import WarningCode
+from ..io import WriteBehind
 from ..model import ArgsColumn, Clock, Trace, TrackKind
 from ..model.layout import nest
 from ..progress import EVERY, report
@@ -276,6 +278,14 @@ def _meta_event(name: str, pid: int, tid: int | None, args: dict) -> bytes:
 
 
 def write(trace: Trace, out: BinaryIO) -> None:
+    """``trace`` as Chrome JSON on ``out``; with a second core, its chunks are written (and
+    compressed, for a .gz) by a thread of their own while the next ones are made
+    (:class:`~traceconv.io.WriteBehind`)."""
+    with WriteBehind(out, threaded=(os.cpu_count() or 1) > 1) as sink:
+        _write(trace, sink)
+
+
+def _write(trace: Trace, out: WriteBehind) -> None:
     nest(trace)             # (overlapping slices to their lanes; a no-op on a nested trace)
     strings = trace.strings
     jstr = [orjson.dumps(s) for s in strings.strings]

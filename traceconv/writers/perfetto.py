@@ -93,7 +93,7 @@ from .._native import _core
 from . import argtext
 from ..model.layout import BEGIN, COUNTER, END, INSTANT, event_windows, nest, stream_length
 from ..model import Trace, TrackKind
-from ..io import Piece, write_pieces
+from ..io import Piece, WriteBehind, write_pieces
 from ..progress import report
 
 SEQ_ID = 1
@@ -506,9 +506,20 @@ def _ahead(first: Any, windows: Any, pool: ThreadPoolExecutor | None) -> Any:
     one is sorted (on the pool's thread) while the caller encodes this one."""
     window = first
     while window is not None:
-        upcoming = pool.submit(next, windows, None) if pool is not None else None
+        upcoming = pool.submit(_next_window, windows) if pool is not None else None
         yield window
-        window = upcoming.result() if upcoming is not None else next(windows, None)
+        window = upcoming.result() if upcoming is not None else _next_window(windows)
+
+
+def _next_window(windows: Any) -> Any:
+    """The next window of the stream, sorted; then what sorting it and encoding the windows before
+    freed, back to the system (most of it small blocks that stay in the heap: the writer's peak at
+    1M events 131-137 -> 123-129 MB, for 1-2 ms a window).  On the pool's thread, beside the
+    encoding: on the main thread the trims took 22-25 ms of the 1M save, while the encoder's
+    threads waited (docs/design.md, *Twenty-seventh day*)."""
+    window = next(windows, None)
+    memory.trim()
+    return window
 
 
 def _ranked_iids(s_ids: np.ndarray, i_ids: np.ndarray, n: int, zero_used: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -658,29 +669,32 @@ class _Events:
             self.t0, default_uuid=self.default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else _NEVER,
             flow_ids=flow_ids)
         # the stream a window at a time, each in steps: the annotations of a step's rows exist for
-        # that step only.  A file's own writer (and BytesIO) is done with the bytes it is given
-        # when write() returns, so there each step's packets go through one buffer, reused (made
-        # anew for each step, it was ~700 pages the system zeroed per step); any other file
-        # object gets a buffer of its own for each step.  On one thread (a merge's worker, which
-        # keeps what it frees for the next step anyway) the encoder's bytes are handed over as
-        # they are: a buffer beside them would only add to the worker's peak.
+        # that step only.  With a second core each step's packets are written (and compressed, for
+        # a .gz) by a thread of their own while the next step is encoded (io.WriteBehind).  A
+        # file's own writer (and BytesIO) is done with the bytes it is given when write() returns,
+        # so there the steps' packets go through two buffers in turn, each filled again once its
+        # write is done (made anew for each step, it was ~700 pages the system zeroed per step);
+        # any other file object gets a buffer of its own for each step.  On one thread (a merge's
+        # worker, which keeps what it frees for the next step anyway) the encoder's bytes are
+        # handed over as they are: a buffer beside them would only add to the worker's peak.
         reuse = pool is not None and type(out) in (io.BufferedWriter, io.FileIO, io.BytesIO)
-        buf = None
+        buffers: list[Any] = [None, None]
+        step = 0
         done = 0
-        for time, kind, index in _ahead(self.window, self.windows, pool):
-            # what sorting this window and encoding the last one freed, back to the system (most of
-            # it small blocks that stay in the heap): the writer's peak at 1M events 131-137 ->
-            # 123-129 MB, for 1-2 ms a window
-            memory.trim()
-            size = len(time)
-            for lo in range(0, size, _STEP):
-                report("writing Perfetto protobuf", done + lo, total)
-                hi = min(lo + _STEP, size)
-                # (the step's bytes written through a memoryview: a plain buffer to any file
-                # object, never an array to add to)
-                buf, n = enc.run(time[lo:hi], kind[lo:hi], index[lo:hi], fallback, buf if reuse else None)
-                out.write(memoryview(buf)[:n])
-                s.args.forget()
-                ins.args.forget()
-            done += size
+        memory.trim()                   # (what pass 1 and sorting the first window freed)
+        with WriteBehind(out, threaded=pool is not None) as sink:
+            for time, kind, index in _ahead(self.window, self.windows, pool):
+                size = len(time)
+                for lo in range(0, size, _STEP):
+                    report("writing Perfetto protobuf", done + lo, total)
+                    hi = min(lo + _STEP, size)
+                    turn = step & 1
+                    buf, n = enc.run(time[lo:hi], kind[lo:hi], index[lo:hi], fallback, buffers[turn] if reuse else None)
+                    buffers[turn] = buf
+                    # (a memoryview: a plain buffer to any file object, never an array to add to)
+                    sink.write(memoryview(buf)[:n])
+                    step += 1
+                    s.args.forget()
+                    ins.args.forget()
+                done += size
         argtext.warn(trace.diagnostics, plan.python.counts)
