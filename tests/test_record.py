@@ -292,6 +292,21 @@ def test_environment_variable_starts_and_turns_off(tmp_path):
     assert not (tmp_path / "no.pftrace").exists()
 
 
+@pytest.mark.parametrize("name", ["run.pftrace", "run.pftrace.gz", "run.json", "run.json.gz"])
+def test_a_recording_never_stopped_is_saved_at_interpreter_exit(tmp_path, name):
+    """The recorder's stop runs at interpreter exit (atexit), after Python's threads are shut down:
+    no thread can start there, nor can concurrent.futures' thread pool be imported.  Every output
+    kind is saved then, with nothing on stderr (a .pftrace.gz recording was lost there, and for a
+    while the JSON ones too, when the writers began to write on a thread of their own)."""
+    out = tmp_path / name
+    script = (f"import traceconv.record as rec\nrec.start({str(out)!r})\n"
+              "with rec.span('outer'):\n    with rec.span('inner'):\n        pass\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    assert [(x["name"], x["depth"]) for x in _slices(out)] == [("outer", 0), ("inner", 1)]
+
+
 @pytest.mark.parametrize("workers", [True, False])
 def test_flows_past_the_hold_are_linked_at_stop_with_or_without_workers(tmp_path, monkeypatch, workers):
     """More flows open at once than the sink holds: their starts go out in earlier chunks than

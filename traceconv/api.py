@@ -68,7 +68,7 @@ def is_binary(fmt: _formats.Format) -> bool:
 
 
 def save(trace: Trace, path: PathLike, format: str | None = None, *,
-         inputs: Sequence[PathLike] = ()) -> None:
+         inputs: Sequence[PathLike] = (), threads: bool = True) -> None:
     """Write ``trace`` to ``path`` in ``format`` or the one its name implies.
 
     A regular file is written atomically (a temporary file renamed into place); ``-`` is standard
@@ -76,7 +76,9 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
     is written through; a symlink is followed (see :func:`traceconv.io.atomic_output`).
     ``.gz`` at the end of the name gzips the output.  Slices that overlap without
     nesting are moved to extra tracks by the writer (:func:`~traceconv.model.layout.nest`,
-    counted in ``trace.diagnostics``).
+    counted in ``trace.diagnostics``).  ``threads`` False: the writer starts no thread (a
+    recorder's save, which must not take a core from the program it records, and may run at
+    interpreter exit, when no thread can start).
 
     >>> import tempfile, os
     >>> trace = load("examples/mlagents_timers.json")
@@ -89,7 +91,7 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
     writer = fmt.load("writer")
     refuse_binary_terminal(path, is_binary(fmt))
     with atomic_output(path, inputs=inputs, binary=is_binary(fmt)) as out:
-        writer(trace, out)
+        writer(trace, out, threads=threads)
 
 
 @dataclass

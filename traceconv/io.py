@@ -38,16 +38,18 @@ import stat
 import sys
 import tempfile
 import zlib
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Iterator, Sequence
 
 from isal import igzip, isal_zlib
 
 from . import remote
 from .errors import EXIT_ENVIRONMENT, Stopped, TraceconvError, signals_held
 from .remote import URL, is_url
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_SIZE = 64 * 1024
@@ -394,14 +396,19 @@ class WriteBehind:
     the caller hands it over, in order, while the caller makes the next: :meth:`write` returns
     once the write before it is done, so a buffer handed over in one call can be filled again after
     the next.  The writers' big outputs go through it: their encoding goes on beside the writes
-    and, for a gzipped output, beside the compression (the bench's 1M trace to .pftrace.gz: 3.30 ->
-    2.10-2.17 s with zlib-ng; to .pftrace, the save's median 0.545 -> 0.521 s over 8 alternated
-    runs, with the writer's trims moved off its main thread too).  A write's error is raised by
-    the next call, or when the ``with`` block ends; nothing is written after it."""
+    and, for a gzipped output, beside the compression (the bench's 1M trace to .pftrace.gz 3.2 ->
+    2.2 s, with zlib-ng; to .json.gz 5.9 -> 4.4 s; to .pftrace no faster, its writes being ~20 ms
+    of 1.4 s).  A write's error is raised by the next call, or when the ``with`` block ends;
+    nothing is written after it."""
 
     def __init__(self, out: BinaryIO, *, threaded: bool = True) -> None:
         self.out = out
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="traceconv-write") if threaded else None
+        self.pool = None
+        if threaded:
+            # (imported here: without threads, as a recorder's save at interpreter exit is, where
+            # importing concurrent.futures' thread pool raises, nothing imports it)
+            from concurrent.futures import ThreadPoolExecutor
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="traceconv-write")
         self.last: Future | None = None
 
     def write(self, data: "bytes | memoryview") -> None:

@@ -383,7 +383,7 @@ class WholeSink:
             from ..errors import WarningCode
             b.trace.diagnostics.warn(WarningCode.DROPPED_EVENT, "events dropped by the ring buffer's limit",
                                      self.rec.dropped)
-        save(b.trace, self.rec.path)
+        save(b.trace, self.rec.path, threads=False)
 
     def close(self) -> None:
         if self.rec.ring_ns:

@@ -277,11 +277,12 @@ def _meta_event(name: str, pid: int, tid: int | None, args: dict) -> bytes:
     return orjson.dumps(ev)
 
 
-def write(trace: Trace, out: BinaryIO) -> None:
+def write(trace: Trace, out: BinaryIO, *, threads: bool = True) -> None:
     """``trace`` as Chrome JSON on ``out``; with a second core, its chunks are written (and
     compressed, for a .gz) by a thread of their own while the next ones are made
-    (:class:`~traceconv.io.WriteBehind`)."""
-    with WriteBehind(out, threaded=(os.cpu_count() or 1) > 1) as sink:
+    (:class:`~traceconv.io.WriteBehind`).  ``threads`` False: on the calling thread only (a
+    recorder's save, which may run at interpreter exit, when no thread can start)."""
+    with WriteBehind(out, threaded=threads and (os.cpu_count() or 1) > 1) as sink:
         _write(trace, sink)
 
 

@@ -65,8 +65,10 @@ it (keys compared byte for byte, a value that repeats its text is not read
 again) and read it whole only when it is not as predicted.  The rare rows it leaves alone (a key repeated in one object, a lone
 surrogate escape, NaN, ...) are encoded by the Python reference here
 (:func:`value_fields`).  With a second core, pass 1 runs beside the sort of
-the event stream and each step's rows are split between two threads (the
-core releases the GIL); the output is the same byte for byte.  Field numbers
+the event stream, each step's rows are split between two threads (the
+core releases the GIL), and a step's packets are written (gzipped, for a
+.gz) by a thread of their own while the next step is encoded; the output is
+the same byte for byte.  Field numbers
 come from one table, ``_core.encode.FIELDS``, which ``tests/test_writers.py``
 checks against the pb2 descriptors; ``tests/test_pbwrite.py`` checks the
 core's annotations against the Python reference (hypothesis), and whole
@@ -80,9 +82,8 @@ import io
 import os
 import struct
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 
 import msgspec
 import numpy as np
@@ -95,6 +96,9 @@ from ..model.layout import BEGIN, COUNTER, END, INSTANT, event_windows, nest, st
 from ..model import Trace, TrackKind
 from ..io import Piece, WriteBehind, write_pieces
 from ..progress import report
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 SEQ_ID = 1
 SEQ_CLOCK = 64            # the sequence's incremental clock (ids 64..127 are sequence-scoped)
@@ -558,7 +562,10 @@ def _two_threads(wanted: bool = True) -> Iterator[ThreadPoolExecutor | None]:
     """A second thread, when there is a second core: pass 1 over the args beside the sort of the
     stream's first window, then each next window sorted while this one is encoded (the compiled
     core releases the GIL, and splits a step's args rows over two threads of its own)."""
-    pool = ThreadPoolExecutor(1) if wanted and (os.cpu_count() or 1) > 1 else None
+    pool = None
+    if wanted and (os.cpu_count() or 1) > 1:
+        from concurrent.futures import ThreadPoolExecutor    # (not imported without threads: see io.WriteBehind)
+        pool = ThreadPoolExecutor(1)
     try:
         yield pool
     finally:
