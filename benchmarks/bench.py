@@ -8,7 +8,8 @@ Traces are made once by benchmarks/generate.py (seeded) in benchmarks/data/ (not
 each with a gzip -6 copy (big_{size}.pt.trace.json.gz).  Every measurement runs in a fresh
 child process, which reports its own time and peak RSS (VmHWM).  With --repeat N the runs
 alternate (json.loads, convert, json.loads of the .gz, convert of the .gz, convert to
-.pftrace.gz and to .json.gz, warm, summary, validate, then again) and the medians are reported; the naive converter runs once per size.
+.pftrace.gz and to .json.gz, warm, summary, validate, then again) and the medians are
+reported; the naive converter runs once per size.
 
 Per size it prints: json.loads (garbage collector off) time; traceconv convert time / json.loads,
 time / naive, peak RSS / input size, .pftrace / input size, gzip -6 of the .pftrace / gzip of
