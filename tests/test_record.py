@@ -307,6 +307,27 @@ def test_a_recording_never_stopped_is_saved_at_interpreter_exit(tmp_path, name):
     assert [(x["name"], x["depth"]) for x in _slices(out)] == [("outer", 0), ("inner", 1)]
 
 
+def test_flows_past_the_hold_are_linked_when_the_recording_ends_at_interpreter_exit(tmp_path):
+    """More flows open at once than the sink holds, in a program that never calls stop: the stop at
+    exit reads the streamed file back and writes it again with the flows linked, as an explicit
+    stop does, though no thread can start there (a child interpreter does it)."""
+    out = tmp_path / "held.pftrace"
+    script = ("import traceconv.record as rec\nfrom traceconv.record import _sink\n_sink.HOLD_EVENTS = 4\n"
+              f"r = rec.start({str(out)!r}, buffer=16)\nfids = [rec.new_flow() for _ in range(10)]\n"
+              "for f in fids:\n    with rec.span('send', flow_out=f):\n        pass\n"
+              "for i in range(40):\n    with rec.span('filler'):\n        pass\n"
+              "for f in fids:\n    with rec.span('recv', flow_in=f):\n        pass\n"
+              "rec.flush()\nassert r.sink.chunks > 2 and r.sink.unlinked_flows > 0\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    assert tp.problems(out) == []
+    flows = tp.query(out, """select so.name src, si.name dst from flow f
+        join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in""")
+    assert flows == [{"src": "send", "dst": "recv"}] * 10
+    assert [p.name for p in tmp_path.iterdir()] == ["held.pftrace"]
+
+
 @pytest.mark.parametrize("workers", [True, False])
 def test_flows_past_the_hold_are_linked_at_stop_with_or_without_workers(tmp_path, monkeypatch, workers):
     """More flows open at once than the sink holds: their starts go out in earlier chunks than

@@ -77,6 +77,28 @@ def test_pool_workers_merge_onto_one_timeline(tmp_path):
     assert shards[0] == f"rank0-pid{os.getpid()}.pftrace" and len(shards) == 1 + len(set(pids))
 
 
+@pytest.mark.parametrize("name", ["run.pftrace", "run.pftrace.gz", "run.json", "run.json.gz"])
+def test_workers_shards_are_merged_when_the_recording_ends_at_interpreter_exit(tmp_path, name):
+    """A program that never calls stop (as under $TRACECONV_RECORD): its stop runs at interpreter
+    exit, where no thread can start and concurrent.futures cannot be imported; the workers' shards
+    are merged all the same (by a child interpreter), into each kind of output, with nothing on
+    stderr.  Before, the merge failed there and the output held the parent's spans only."""
+    out = tmp_path / name
+    script = ("import os, sys, time, multiprocessing as mp\nimport traceconv.record as rec\n"
+              "def task(k):\n    with rec.span('task', k=k):\n        time.sleep(0.005)\n"
+              f"if __name__ == '__main__':\n    rec.start({str(out)!r})\n"
+              "    with rec.span('submit'):\n        pass\n"
+              "    with mp.get_context('fork').Pool(2) as pool:\n        pool.map(task, range(4))\n")
+    (tmp_path / "prog.py").write_text(script)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    r = subprocess.run([sys.executable, str(tmp_path / "prog.py")], cwd=ROOT, env=env, capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr.decode()
+    rows = tp.query(out, SQL)
+    assert sorted(x["name"] for x in rows) == ["submit", "task", "task", "task", "task"]
+    assert len({x["pid"] for x in rows}) >= 2, "the workers' processes, beside the parent's"
+
+
 def test_merge_command_on_the_shard_folder(tmp_path):
     out = tmp_path / "run.pftrace"
     _run_pool(out, "fork")

@@ -547,7 +547,14 @@ def stop() -> None:
         _stop()
 
 
-def _stop() -> None:
+def _stop_at_exit() -> None:
+    """:func:`stop` at interpreter exit, where no thread can start: the recording's last save runs
+    on this thread alone, and the shards are merged by a child interpreter (``_sink._merge``)."""
+    with _Busy():
+        _stop(at_exit=True)
+
+
+def _stop(at_exit: bool = False) -> None:
     global _rec, _tls
     rec = _state["rec"]
     if rec is None:
@@ -561,7 +568,7 @@ def _stop() -> None:
         # workers).  $TRACECONV_RECORD_PARENT stays: a child started after this still records a
         # shard (merge it with python -m traceconv.record merge) instead of overwriting our output
         from ._sink import merge_shards_into
-        merge_shards_into(rec)
+        merge_shards_into(rec, elsewhere=at_exit)
 
 
 def flush() -> None:
@@ -768,7 +775,7 @@ def _from_environment() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-atexit.register(stop)
+atexit.register(_stop_at_exit)
 
 
 def iter_threads(rec: Recorder) -> Iterable[ThreadInfo]:

@@ -407,14 +407,37 @@ def _rank_key(p: Path) -> tuple[int, str]:
     return (int(m.group(1)) if m else 1 << 30, p.name)
 
 
-def _relink(rec: "_core.Recorder") -> Path | None:
+def _merge(inputs: list[Path], output: Path, single: bool, elsewhere: bool) -> None:
+    """:func:`traceconv.record.merge.merge` of ``inputs`` into ``output``; ``elsewhere``: in a child
+    interpreter, as the stop at interpreter exit must: Python has shut its threads down by then,
+    and concurrent.futures' pools, which reading and writing use, take no more work (nor can
+    their module be imported).  A fresh interpreter has them, and both cores; it records nothing
+    ($TRACECONV_RECORD* left out) and finds the modules this one does (its ``sys.path``).  A
+    failed merge raises (the child's last line of stderr)."""
+    if not elsewhere:
+        from .merge import merge
+        merge(inputs, output, single=single)
+        return
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACECONV_RECORD")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = ("import sys; from traceconv.record.merge import merge; "
+            "merge(sys.argv[1:-2], sys.argv[-1], single=sys.argv[-2] == 'single')")
+    r = subprocess.run([sys.executable, "-c", code, *map(str, inputs), "single" if single else "ranks", str(output)],
+                       env=env, stdin=subprocess.DEVNULL, capture_output=True)
+    if r.returncode:
+        lines = r.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"exit {r.returncode}")
+
+
+def _relink(rec: "_core.Recorder", elsewhere: bool) -> Path | None:
     """A streamed .pftrace whose flows crossed a chunk boundary: read it back and write it again
     with those flows linked (at stop only; the chunks on disk stay valid until the rename)."""
-    from .merge import merge
     tmp = rec.path.with_name(f".{rec.path.name}.chunks.pftrace")
     os.replace(rec.path, tmp)
     try:
-        merge([tmp], rec.path, single=True)
+        _merge([tmp], rec.path, True, elsewhere)
     except Exception:  # noqa: BLE001 - keep the streamed file as it was
         os.replace(tmp, rec.path)
         return None
@@ -422,20 +445,20 @@ def _relink(rec: "_core.Recorder") -> Path | None:
     return rec.path
 
 
-def merge_shards_into(rec: "_core.Recorder") -> Path | None:
+def merge_shards_into(rec: "_core.Recorder", elsewhere: bool = False) -> Path | None:
     """The parent's stop: if workers wrote shards, move the parent's own file into the shard folder
-    as rank 0 and write the merged timeline at the parent's path."""
+    as rank 0 and write the merged timeline at the parent's path (``elsewhere``: in a child
+    interpreter, at interpreter exit: :func:`_merge`)."""
     d = rec.shard_dir
     shards = shard_files(d) if d is not None else []
     if not shards and getattr(rec.sink, "unlinked_flows", 0) and getattr(rec.sink, "chunks", 0) > 1:
-        return _relink(rec)
+        return _relink(rec, elsewhere)
     if not shards or not rec.path.exists():
         return None
     own = d / f"rank0-pid{rec.pid}{_core._ext(rec.path)}"
     os.replace(rec.path, own)
-    from .merge import merge
     try:
-        merge([own, *shards], rec.path)
+        _merge([own, *shards], rec.path, False, elsewhere)
     except Exception as e:  # noqa: BLE001 - the recording must survive a failed merge
         os.replace(own, rec.path)
         import sys
