@@ -34,7 +34,6 @@
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections import Counter
 from typing import BinaryIO
@@ -282,7 +281,7 @@ def write(trace: Trace, out: BinaryIO, *, threads: bool = True) -> None:
     compressed, for a .gz) by a thread of their own while the next ones are made
     (:class:`~traceconv.io.WriteBehind`).  ``threads`` False: on the calling thread only (a
     recorder's save, which may run at interpreter exit, when no thread can start)."""
-    with WriteBehind(out, threaded=threads and (os.cpu_count() or 1) > 1) as sink:
+    with WriteBehind(out, threaded=threads) as sink:
         _write(trace, sink)
 
 
