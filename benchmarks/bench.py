@@ -28,7 +28,8 @@ than one size: time and peak RSS per event without the fixed start-up cost (the 
 the first use of the compiled core), measured in a child that converts a 100-event
 trace first and then the real one ("warm" runs: its time, and its peak RSS above where it
 started).  Then the merge of 8 ranks: time / json.loads of all eight files, CPU time / wall
-time (both cores used?), peak RSS of the main process and of its largest worker.  Last, a
+time (both cores used?), peak RSS of the main process and of its largest worker; and the same
+merge to a merge archive (.tar; its time and peak, no target).  Last, a
 summary with one line per target: the figure, the target, and met / NOT MET (for the sizes,
 also the floor: whether the target is within reach of any faithful encoding).  The time and
 memory targets are the issue's for its 1M-event trace: at smaller sizes, where the fixed cost
@@ -696,8 +697,9 @@ def measure_merge(a: argparse.Namespace, target) -> dict:
                     offset_ns=r * 700_000) for r in range(a.ranks)]
     inp = sum(f.stat().st_size for f in files)
     print(f"\nmeasuring merge {a.ranks} x {a.rank_events}...", flush=True)
-    m = alternate({"jsonloads": ("jsonloads", *files), "merge": ("merge", DATA / "merged.pftrace", *files)}, a.repeat)
-    base, ours = m["jsonloads"], m["merge"]
+    m = alternate({"jsonloads": ("jsonloads", *files), "merge": ("merge", DATA / "merged.pftrace", *files),
+                   "archive": ("merge", DATA / "merged.tar", *files)}, a.repeat)
+    base, ours, tar = m["jsonloads"], m["merge"], m["archive"]
     x = ours["seconds"] / base["seconds"]
     cores = ours["cpu_seconds"] / ours["seconds"]
     print(f"== merge {a.ranks} x {a.rank_events} ({inp / MB:.0f} MB of JSON): {ours['seconds']:.1f} s = {x:.2f} x "
@@ -705,9 +707,11 @@ def measure_merge(a: argparse.Namespace, target) -> dict:
           f"[target > 1.0: more than one core busy]; peak RSS {ours['maxrss'] / MB:.0f} MB in the main process, "
           f"{ours['largest_worker_maxrss'] / MB:.0f} MB in the largest worker (a forked worker counts the pages "
           f"it shares with the main process)")
+    print(f"   to a merge archive (.tar, one .pftrace per rank): {tar['seconds']:.1f} s = "
+          f"{tar['seconds'] / base['seconds']:.2f} x, peak RSS {tar['maxrss'] / MB:.0f} MB in the main process (no target)")
     target(f"merge {a.ranks} x {a.rank_events}: time / json.loads of all", f"{x:.2f} x", "<= 0.35 x", x <= 0.35)
     target(f"merge {a.ranks} x {a.rank_events}: uses both cores (CPU / wall)", f"{cores:.2f}", "> 1.0", cores > 1.0)
-    return {"ranks": a.ranks, "rank_events": n, "input_bytes": inp, "jsonloads": base, "merge": ours}
+    return {"ranks": a.ranks, "rank_events": n, "input_bytes": inp, "jsonloads": base, "merge": ours, "archive": tar}
 
 
 def measure_real(a: argparse.Namespace) -> list[dict] | None:

@@ -53,7 +53,7 @@ def skewed(tmp_path_factory):
 
 @pytest.mark.parametrize("hold", [True, False], ids=["held", "read-twice"])
 @pytest.mark.parametrize("case", ["skewed-window", "skewed-filters", "gloo", "composer-archive", "skewed-archive",
-                                  "unranked", "time-window"])
+                                  "unranked", "time-window", "lanes-archive"])
 def test_merge_on_dask_is_the_same_bytes(client, skewed, tmp_path, case, hold):
     kw: dict = {}
     files, name = skewed, "run.pftrace"
@@ -71,6 +71,9 @@ def test_merge_on_dask_is_the_same_bytes(client, skewed, tmp_path, case, hold):
         files = MLAGENTS
     elif case == "time-window":
         kw = {"window": "2ms:6ms"}
+    elif case == "lanes-archive":         # writing the ranks' files moves slices to lanes: counted
+        from test_merge import overlapping_ranks
+        files, name, kw = overlapping_ranks(tmp_path), "run.tar", {"align_method": "none"}
     local = traceconv.merge(files, tmp_path / f"local-{name}", **kw)
     dask = traceconv.merge(files, tmp_path / f"dask-{name}", engine=client, hold=hold, **kw)
     assert (tmp_path / f"dask-{name}").read_bytes() == (tmp_path / f"local-{name}").read_bytes()
@@ -83,6 +86,8 @@ def test_merge_on_dask_is_the_same_bytes(client, skewed, tmp_path, case, hold):
         assert dask.dropped.get("{opt:window}", 0) > 0, "the window left something out"
     if case == "unranked":
         assert [how for _, _, how in dask.files] == ["file order", "file order"]
+    if case == "lanes-archive":
+        assert [w.count for w in dask.warnings if w.code.value == "overlap-lanes"] == [2]
 
 
 def test_only_features_come_back_from_the_first_pass(client, skewed):

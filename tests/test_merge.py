@@ -285,6 +285,54 @@ def test_archive_holds_one_file_per_rank_and_the_offsets(tmp_path):
         assert len(read_perfetto(tmp_path / "x" / path).slices) == len(traceconv.load(f).slices)
 
 
+def overlapping_ranks(d: Path) -> list[Path]:
+    """Two ranks whose one thread holds two slices that partly overlap (moved to a lane when nested)."""
+    files = []
+    for r in (0, 1):
+        ev = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "cat": "cpu_op"},
+              {"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 5, "dur": 10, "cat": "cpu_op"}]
+        f = d / f"rank{r}.pt.trace.json"
+        f.write_bytes(orjson.dumps({"distributedInfo": {"rank": r, "world_size": 2}, "traceEvents": ev}))
+        files.append(f)
+    return files
+
+
+def test_an_archive_counts_what_writing_its_files_changed(tmp_path):
+    """The overlap lanes made when a rank's file of an archive is written are counted in the merge's
+    warnings, as a merged .pftrace counts them: with a window or without (an archive counted none)."""
+    files = overlapping_ranks(tmp_path)
+    one = traceconv.merge(files, tmp_path / "run.pftrace", align_method="none")
+    lanes = [str(w) for w in one.warnings if w.code.value == "overlap-lanes"]
+    assert len(lanes) == 1 and lanes[0].endswith("(2)")
+    for name, kw in (("run.tar", {}), ("window.tar", {"window": "0us:100us"})):
+        res = traceconv.merge(files, tmp_path / name, align_method="none", **kw)
+        assert [str(w) for w in res.warnings if w.code.value == "overlap-lanes"] == lanes, name
+        assert res.slices == 4
+        with tarfile.open(tmp_path / name) as tar:
+            tar.extractall(tmp_path / name.replace(".", "_"), filter="data")
+        for entry in sorted((tmp_path / name.replace(".", "_")).glob("*.pftrace")):
+            tp.assert_loads(entry)
+            rows = tp.query(entry, "select s.name, s.ts, s.dur, t.name as track from slice s "
+                                   "join track t on s.track_id = t.id order by s.ts")
+            assert [(r["name"], r["ts"], r["dur"]) for r in rows] == [("a", 0, 10_000), ("b", 5_000, 10_000)]
+            assert rows[0]["track"] != rows[1]["track"], "b on a lane of its own"
+
+
+def test_an_archive_without_a_window_is_written_by_the_workers(tmp_path, monkeypatch):
+    """Without a window, each rank's file of an archive is written where the rank was read: the
+    main process gathers no rank's events (it held every rank at once, written one by one there)."""
+    from traceconv.merging import driver
+
+    def gathered(*a, **k):
+        raise AssertionError("a rank's events came to the main process")
+
+    monkeypatch.setattr(driver, "append_rank", gathered)
+    res = traceconv.merge(COMPOSER, tmp_path / "run.tar")
+    assert res.slices == sum(len(traceconv.load(f).slices) for f in COMPOSER)
+    with pytest.raises(AssertionError, match="came to the main process"):
+        traceconv.merge(COMPOSER, tmp_path / "window.tar", window="ProfilerStep#3")
+
+
 def test_rank_errors_name_the_files(tmp_path):
     a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
     shutil.copy(GLOO[0], a)

@@ -53,6 +53,8 @@ class Loaded:
     sequence: Any = None
     uuids: list[int] = field(default_factory=list)
     slices: int = 0
+    # the rank's whole trace written where it was read, as a merge archive's file (ranks.archive_entry)
+    entry: str | None = None
 
 
 # Collectives every rank leaves only once every rank has entered them: their records bound the clock

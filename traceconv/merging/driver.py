@@ -23,8 +23,8 @@ from .combine import (WINDOW_LEAVES_OUT, _filter, append_rank, append_tracks, pa
 from .engine import DaskEngine, make_engine
 from .inputs import InputPath, collect_inputs, rank_from_name
 from .options import ALIGN_METHODS, RANK_MAX, parse_duration, parse_rank_map, parse_ranks, parse_window_spec
-from .ranks import (encode_rank, features, finish_rank, load_features, load_rank, load_sequence, reload_encode,
-                    reload_finish, reload_sequence, sequence_of)
+from .ranks import (encode_rank, features, finish_rank, load_archive_entry, load_features, load_rank, load_sequence,
+                    noted, reload_encode, reload_finish, reload_sequence, sequence_of)
 
 # On a cluster, each rank's trace stays on its worker between the two passes while the JSON per
 # worker is at most this (a trace in memory takes about 0.45 x its JSON: 1.5 GB of JSON is ~0.7 GB);
@@ -270,6 +270,8 @@ class _Run:
     def here(self, eng: Any) -> MergeResult:
         if self.by_sequence():
             return self.here_by_sequence(eng)
+        if self.archive and self.win is None:
+            return self.here_archive(eng)
         merged = self.merged
         spans: list = []
         tmp = tempfile.TemporaryDirectory(prefix="traceconv-") if self.archive else None
@@ -285,7 +287,7 @@ class _Run:
             spans.append((r, (before[0], after[0]), (before[1], after[1]), (before[2], after[2])))
             if tmp is not None:
                 name = self.names[-1]
-                save(t, Path(tmp.name) / name)
+                merged.diagnostics.extend(noted(t, lambda: save(t, Path(tmp.name) / name)))
                 archived.append((name, r, Path(tmp.name) / name))
             self.kept.append((features(item), r, how))   # only the metadata and the collectives stay
 
@@ -322,6 +324,33 @@ class _Run:
             with contextlib.closing(eng.map(load_sequence, items, self.files, self.progress)) as loaded:
                 self.order(((it, None) for it in loaded), add)
             return self.write_sequences(spool, self.aligned())
+
+    def here_archive(self, eng: Any) -> MergeResult:
+        """A merge archive with no window: each rank's .pftrace written by the worker that read it
+        (:func:`.ranks.archive_entry`), into a temporary folder, then put in the archive as it is.
+        (With a window, :meth:`here` counts what it keeps in the ranks' events, once every offset is
+        known.)"""
+        with tempfile.TemporaryDirectory(prefix="traceconv-merge-") as tmp:
+            archived: list[tuple[str, int, Path]] = []
+            slices = 0
+
+            def add(item: Loaded, r: int, how: str, _handle: Any) -> None:
+                nonlocal slices
+                if self.claim(item, r):
+                    self.kept.append((item, r, how))
+                    self.merged.diagnostics.extend(item.trace.diagnostics)
+                    archived.append((self.names[-1], r, Path(item.entry)))
+                    slices += item.slices
+
+            items = [(f, self.fmt, self.cats, self.min_ns, os.path.join(tmp, f"rank-{k}.pftrace"))
+                     for k, f in enumerate(self.files)]
+            # (the pool is closed before the folder is removed, as in here_by_sequence)
+            with contextlib.closing(eng.map(load_archive_entry, items, self.files, self.progress)) as loaded:
+                self.order(((it, None) for it in loaded), add)
+            alignments = self.aligned()
+            self.finish(alignments)
+            self.write_archive(archived, alignments)
+        return self.result(alignments, slices)
 
     def write_sequences(self, spool: "_Spool", alignments: dict[int, Alignment]) -> MergeResult:
         self.finish(alignments)
@@ -366,14 +395,16 @@ class _Run:
             with tempfile.TemporaryDirectory(prefix="traceconv-") as tmp:
                 archived = []
                 slices = 0
-                for (data, n, dropped), (it, r, _), entry in zip(second(encode_rank, reload_encode), self.kept,
-                                                                   self.names):
+                notes = []
+                for (data, n, dropped, noted_), (it, r, _), entry in zip(second(encode_rank, reload_encode),
+                                                                           self.kept, self.names):
                     p = Path(tmp) / entry
                     p.write_bytes(data)
                     archived.append((entry, r, p))
                     slices += n
                     _add(wdrop, dropped)
-                self._diagnostics_in_order(held)
+                    notes.append(noted_)
+                self._diagnostics_in_order(held, notes)
                 self.add_dropped({k: wdrop[k] for k in WINDOW_LEAVES_OUT if wdrop.get(k)})
                 self.finish(alignments)
                 self.write_archive(archived, alignments)
@@ -411,13 +442,15 @@ class _Run:
                 spool.add(item, r)
             return self.write_sequences(spool, alignments)
 
-    def _diagnostics_in_order(self, held: list[tuple[Any, bool]]) -> None:
+    def _diagnostics_in_order(self, held: list[tuple[Any, bool]], notes: list[Any]) -> None:
         """What the merged trace's diagnostics hold on the local engine, in its order (an archive on
-        the cluster builds no merged trace: each rank's own diagnostics came with its features)."""
-        for (_, unranked), (it, r, _) in zip(held, self.kept):
+        the cluster builds no merged trace: each rank's own diagnostics came with its features, what
+        its encoding noted with its file)."""
+        for (_, unranked), (it, r, _), noted_ in zip(held, self.kept, notes):
             if unranked:
                 self.note_unranked(it, r)
             self.merged.diagnostics.extend(it.trace.diagnostics)
+            self.merged.diagnostics.extend(noted_)
 
 
 class _Spool:

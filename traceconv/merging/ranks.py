@@ -6,8 +6,10 @@ from __future__ import annotations
 import copy
 import io
 import os
+from typing import Callable
 
-from ..api import load
+from ..api import load, save
+from ..errors import Diagnostics
 from ..model import Trace
 from ..model.layout import nest
 from ..writers import perfetto
@@ -84,14 +86,48 @@ def finish_rank(item: Loaded, offset: int, window: tuple[int, int] | None) -> tu
     return trace, dropped
 
 
-def encode_rank(item: Loaded, offset: int, window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int]]:
+def noted(trace: Trace, write: Callable[[], object]) -> Diagnostics:
+    """What ``write`` (nesting and encoding ``trace``) adds to its diagnostics: a merge archive's
+    result counts it, as a merged trace's does (the moves to overlap lanes, say)."""
+    before = {key: w.count for key, w in trace.diagnostics.items.items()}
+    write()
+    added = Diagnostics()
+    for key, w in trace.diagnostics.items.items():
+        added.warn(w.code, w.message, w.count - before.get(key, 0))
+    return added
+
+
+def encode_rank(item: Loaded, offset: int,
+                window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int], Diagnostics]:
     """The rank's whole trace as a .pftrace (for a merge archive: the manifest carries the offset),
-    and the slices the window keeps (with what it leaves out), as the merged trace counts them."""
-    nest(item.trace)                  # what api.save does before writing, here into memory
+    the slices the window keeps (with what it leaves out), as the merged trace counts them, and what
+    the encoding noted (see :func:`noted`)."""
     buf = io.BytesIO()
-    perfetto.write(item.trace, buf)
+
+    def write() -> None:
+        nest(item.trace)              # what api.save does before writing, here into memory
+        perfetto.write(item.trace, buf, threads=False)
+
+    notes = noted(item.trace, write)
     trace, dropped = finish_rank(item, offset, window)
-    return buf.getvalue(), len(trace.slices), dropped
+    return buf.getvalue(), len(trace.slices), dropped, notes
+
+
+def archive_entry(item: Loaded, file: str) -> Loaded:
+    """The rank's whole trace written where it was read, as the .pftrace ``file`` of a merge archive
+    (the window, when there is one, needs every rank's offset first: :func:`encode_rank` then).
+    Returns the features (with what the encoding noted), the file in ``entry`` and the slice count."""
+    trace = item.trace
+    save(trace, file, "perfetto", threads=False)
+    out = features(item)
+    out.entry, out.slices = file, len(trace.slices)
+    return out
+
+
+def load_archive_entry(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                       file: str) -> Loaded:
+    """:func:`load_rank` then :func:`archive_entry`: only the features and the file's name travel."""
+    return archive_entry(load_rank(path, fmt, drop_cats, min_dur), file)
 
 
 def load_features(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
@@ -107,7 +143,7 @@ def reload_finish(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int
 
 
 def reload_encode(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
-                  offset: int, window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int]]:
+                  offset: int, window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int], Diagnostics]:
     """:func:`encode_rank` on the file read again."""
     return encode_rank(_reread(path, fmt, drop_cats, min_dur), offset, window)
 
