@@ -318,9 +318,10 @@ def test_an_archive_counts_what_writing_its_files_changed(tmp_path):
             assert rows[0]["track"] != rows[1]["track"], "b on a lane of its own"
 
 
-def test_an_archive_without_a_window_is_written_by_the_workers(tmp_path, monkeypatch):
-    """Without a window, each rank's file of an archive is written where the rank was read: the
-    main process gathers no rank's events (it held every rank at once, written one by one there)."""
+def test_an_archive_gathers_no_rank_in_the_main_process(tmp_path, monkeypatch):
+    """Each rank's file of an archive is written where the rank was read (with a window, encoded
+    there once every offset is known): the main process gathers no rank's events (it held every
+    rank at once, and wrote their files one by one)."""
     from traceconv.merging import driver
 
     def gathered(*a, **k):
@@ -329,8 +330,23 @@ def test_an_archive_without_a_window_is_written_by_the_workers(tmp_path, monkeyp
     monkeypatch.setattr(driver, "append_rank", gathered)
     res = traceconv.merge(COMPOSER, tmp_path / "run.tar")
     assert res.slices == sum(len(traceconv.load(f).slices) for f in COMPOSER)
-    with pytest.raises(AssertionError, match="came to the main process"):
-        traceconv.merge(COMPOSER, tmp_path / "window.tar", window="ProfilerStep#3")
+    win = traceconv.merge(COMPOSER, tmp_path / "window.tar", window="ProfilerStep#2")
+    assert 0 < win.slices < res.slices and win.dropped["{opt:window}"] > 0
+    monkeypatch.undo()                # (a merged .pftrace with a window gathers the kept events)
+    one = traceconv.merge(COMPOSER, tmp_path / "window.pftrace", window="ProfilerStep#2")
+    assert (one.slices, one.dropped) == (win.slices, win.dropped)
+    # the archive's files hold what the window keeps (they held the ranks whole, while the result
+    # counted what the window had left out): the same slices as the merged .pftrace
+    with tarfile.open(tmp_path / "window.tar") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    sql = "select s.name, s.dur from slice s order by s.name, s.dur"
+    got = sorted(row for entry in (tmp_path / "x").glob("*.pftrace") for row in map(str, tp.query(entry, sql)))
+    assert len(got) > 100 and got == sorted(map(str, tp.query(tmp_path / "window.pftrace", sql)))
+    tp.assert_loads(tmp_path / "window.tar")
+    # (the same slices at the same times and depths; the merged trace's process and global track
+    # names say the rank)
+    assert sorted(str(t[2:]) for t in tp.slices(tmp_path / "window.tar")) == \
+        sorted(str(t[2:]) for t in tp.slices(tmp_path / "window.pftrace"))
 
 
 def test_rank_errors_name_the_files(tmp_path):
@@ -381,6 +397,58 @@ def test_a_rank_refused_midway_stops_the_workers_before_their_folder_goes(tmp_pa
         traceconv.merge(files, tmp_path / "o.pftrace", workers=2)
     assert closed_at_exit == [[True]], "the pool's generator was closed before the spool's folder went"
     assert not (tmp_path / "o.pftrace").exists()
+
+
+def test_a_window_merge_gathers_only_what_the_window_keeps(tmp_path, monkeypatch):
+    """With a window, each rank is cut where it was read once every offset is known: the main
+    process receives the kept events only (it gathered every rank whole, then cut the merged
+    trace), and writes the same bytes as the merge of every rank cut here."""
+    from traceconv.merging import driver
+    got, real = [], driver.append_rank
+
+    def append_rank(dst, src, *a):
+        got.append(len(src.slices))
+        return real(dst, src, *a)
+
+    monkeypatch.setattr(driver, "append_rank", append_rank)
+    res = traceconv.merge(COMPOSER, tmp_path / "w.pftrace", window="ProfilerStep#2")
+    whole = [len(traceconv.load(f).slices) for f in COMPOSER]
+    assert len(got) == 2 and sum(got) == res.slices and all(g < w for g, w in zip(got, whole)), (got, whole)
+    rows = tp.query(tmp_path / "w.pftrace", "select count(*) as n, sum(name = 'ProfilerStep#2') as step from slice")
+    # (+ 1: of the two ranks' 4 instants the window keeps 1, which trace_processor holds as a slice)
+    assert res.dropped["instants"] == 3 and rows == [{"n": res.slices + 1, "step": 2}]
+
+
+def test_a_window_merge_refused_midway_leaves_no_kept_rank(tmp_path, monkeypatch):
+    """The ranks kept on disk between a window merge's two passes are removed when it ends, also
+    when a rank is refused midway, and only once the workers writing them stopped."""
+    from traceconv.merging import engine
+    files = []
+    for name in ("a", "b", "c", "d"):                      # a and b claim rank 0: refused at b
+        files.append(tmp_path / f"{name}.json.gz")
+        shutil.copy(GLOO[0] if name in "ab" else GLOO[1], files[-1])
+    folders, closed = [], []
+    real_keep, real_rmtree = engine.LocalEngine.keep, engine.shutil.rmtree
+
+    def keep(self, *a, **k):
+        out = real_keep(self, *a, **k)
+        folders.extend(self._kept)
+        engines.append(self)
+        return out
+
+    def rmtree(path, *a, **k):
+        closed.append([g.gi_frame is None for e in engines for g in e._runs])
+        return real_rmtree(path, *a, **k)
+
+    engines: list = []
+    monkeypatch.setattr(engine.LocalEngine, "keep", keep)
+    monkeypatch.setattr(engine.shutil, "rmtree", rmtree)
+    with pytest.raises(TraceconvError, match="rank 0 is claimed by 2 kineto files"):
+        traceconv.merge(files, tmp_path / "o.pftrace", workers=2, window="0ms:1ms")
+    res = traceconv.merge(files[1:3], tmp_path / "o.pftrace", workers=2, window="0ms:1ms")
+    assert res.slices > 0 and len(folders) == 2
+    assert closed == [[True], [True, True]], "the pools were closed before the folders went"
+    assert not any(Path(f).exists() for f in folders)
 
 
 def test_argument_parsers():

@@ -18,13 +18,12 @@ from ..model import Clock, Trace
 from ..remote import URL, as_url, is_url
 from ..writers import perfetto
 from .align import Alignment, Loaded, align
-from .combine import (WINDOW_LEAVES_OUT, _filter, append_rank, append_tracks, parse_window, resolve_window,
-                      shift)
-from .engine import DaskEngine, make_engine
+from .combine import WINDOW_LEAVES_OUT, append_rank, append_tracks, resolve_window, shift
+from .engine import DaskEngine, LocalEngine, make_engine
 from .inputs import InputPath, collect_inputs, rank_from_name
 from .options import ALIGN_METHODS, RANK_MAX, parse_duration, parse_rank_map, parse_ranks, parse_window_spec
 from .ranks import (encode_rank, features, finish_rank, load_archive_entry, load_features, load_rank, load_sequence,
-                    noted, reload_encode, reload_finish, reload_sequence, sequence_of)
+                    reload_encode, reload_finish, reload_sequence, sequence_of)
 
 # On a cluster, each rank's trace stays on its worker between the two passes while the JSON per
 # worker is at most this (a trace in memory takes about 0.45 x its JSON: 1.5 GB of JSON is ~0.7 GB);
@@ -106,13 +105,16 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
 
     For one Perfetto trace with no window, each rank is encoded where it is read as a packet
     sequence of its own whose clock the merged file moves by the rank's offset (see
-    :meth:`_Run.by_sequence`): only its encoded events and its tracks come back.  Otherwise, on the
-    local engine, files are parsed in a process pool and appended to the merged trace one by one in
-    the inputs' order, so memory holds the kept events and a few files in flight; the clock offsets
-    are applied in place once every rank is known.  On Dask, each rank's trace stays on the worker
-    that read it; only its alignment features come to the client, and then (once the offsets are
-    known) its encoded sequence, its events inside the window, or, for an archive, its encoded
-    .pftrace.  ``progress(done, total, path)`` is called as each file is parsed.
+    :meth:`_Run.by_sequence`): only its encoded events and its tracks come back; for an archive
+    with no window, each rank's file is written where it is read.  With a window, each rank's
+    trace is kept where it was read (on the local engine, pickled to a temporary folder; on Dask,
+    on its worker) and only its alignment features come here; once the offsets are known, the
+    rank's events inside the window come (or, for an archive, its file cut to the window).
+    Otherwise (a Chrome JSON output with no window), on the local engine, files are parsed in a
+    process pool and appended to the merged trace one by one in the inputs' order, so memory holds
+    the kept events and a few files in flight; the clock offsets are applied in place once every
+    rank is known.  On Dask, every merge runs in those two passes.  ``progress(done, total,
+    path)`` is called as each file is parsed.
 
     >>> import tempfile, os, traceconv
     >>> out = os.path.join(tempfile.mkdtemp(), "run.pftrace")
@@ -137,7 +139,7 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
         if isinstance(eng, DaskEngine):
             if hold is None:
                 hold = _json_bytes(files) <= HOLD_BYTES_PER_WORKER * eng.workers()
-            return run.on_cluster(eng, hold)
+            return run.in_two_passes(eng, hold)
         return run.here(eng)
 
 
@@ -267,47 +269,34 @@ class _Run:
         """The archive format's writer, from the registry (:mod:`traceconv.writers.archive`)."""
         self.writes.load("writer")(entries, alignments, self.out, self.files)
 
-    def here(self, eng: Any) -> MergeResult:
+    def here(self, eng: LocalEngine) -> MergeResult:
         if self.by_sequence():
             return self.here_by_sequence(eng)
-        if self.archive and self.win is None:
+        if self.win is not None:
+            # the window is known once every rank's offset is: until then each rank's trace is kept
+            # on this machine's disk by the worker that read it (LocalEngine.keep), not gathered here
+            return self.in_two_passes(eng)
+        if self.archive:
             return self.here_archive(eng)
         merged = self.merged
         spans: list = []
-        tmp = tempfile.TemporaryDirectory(prefix="traceconv-") if self.archive else None
-        archived: list[tuple[str, int, Path]] = []
 
         def add(item: Loaded, r: int, how: str, _handle: Any) -> None:
             if not self.claim(item, r):
                 return
-            t = item.trace
             before = (len(merged.slices), len(merged.instants), len(merged.counters))
-            append_rank(merged, t, r, 0)
+            append_rank(merged, item.trace, r, 0)
             after = (len(merged.slices), len(merged.instants), len(merged.counters))
             spans.append((r, (before[0], after[0]), (before[1], after[1]), (before[2], after[2])))
-            if tmp is not None:
-                name = self.names[-1]
-                merged.diagnostics.extend(noted(t, lambda: save(t, Path(tmp.name) / name)))
-                archived.append((name, r, Path(tmp.name) / name))
             self.kept.append((features(item), r, how))   # only the metadata and the collectives stay
 
-        try:
-            items = [(f, self.fmt, self.cats, self.min_ns) for f in self.files]
-            with contextlib.closing(eng.map(load_rank, items, self.files, self.progress)) as loaded:
-                self.order(((it, None) for it in loaded), add)     # (closed at once on an error)
-            alignments = self.aligned()
-            shift(merged, spans, alignments)
-            if self.win is not None:
-                w = parse_window(self.win, merged)
-                self.add_dropped(_filter(merged, frozenset(), 0, w))
-            self.finish(alignments)
-            if self.archive:
-                self.write_archive(archived, alignments)
-            else:
-                save(merged, self.out, self.out_fmt, inputs=self.files)
-        finally:
-            if tmp is not None:
-                tmp.cleanup()
+        items = [(f, self.fmt, self.cats, self.min_ns) for f in self.files]
+        with contextlib.closing(eng.map(load_rank, items, self.files, self.progress)) as loaded:
+            self.order(((it, None) for it in loaded), add)     # (closed at once on an error)
+        alignments = self.aligned()
+        shift(merged, spans, alignments)
+        self.finish(alignments)
+        save(merged, self.out, self.out_fmt, inputs=self.files)
         return self.result(alignments, len(merged.slices))
 
     def here_by_sequence(self, eng: Any) -> MergeResult:
@@ -357,9 +346,13 @@ class _Run:
         spool.write(self.out, self.files, alignments)
         return self.result(alignments, spool.slices)
 
-    # -------------------------------------------------------------- a Dask cluster
+    # -------------------------------------------------------------- in two passes (on a Dask cluster; a window here)
 
-    def on_cluster(self, eng: DaskEngine, hold: bool = True) -> MergeResult:
+    def in_two_passes(self, eng: DaskEngine | LocalEngine, hold: bool = True) -> MergeResult:
+        """Each rank read and kept where it was read (``hold``; else read again in the second pass),
+        only its features coming here; once every offset is known, the second pass runs there too:
+        the rank encoded as a sequence of the merged .pftrace, cut to the window, or encoded as an
+        archive's file.  Every merge on a Dask cluster, and a window's on this machine."""
         held: list[tuple[Any, bool]] = []             # (handle, ranked by the order of the files) per kept file
 
         def add(item: Loaded, r: int, how: str, handle: Any) -> None:

@@ -2,16 +2,21 @@
 a Dask cluster (``pip install 'traceconv[dask]'``): a :class:`LocalCluster` started here, or the
 scheduler of an existing one (``tcp://host:8786``).
 
-Both take the same module-level functions and give results in the inputs' order.  The local
-engine sends each result back whole; the Dask engine can also *keep* a result on the worker that
-made it (:meth:`DaskEngine.keep`: a trace stays where it was read) and run a second function on it
-there (:meth:`DaskEngine.then`), so only that function's small result travels to the client.
+Both take the same module-level functions and give results in the inputs' order, and both can
+*keep* a result where it was made and run a second function on it there (``keep``, then ``then``),
+so that only small results travel: the Dask engine keeps it on the worker that made it (a trace
+stays where it was read); the local engine keeps it on this machine's disk, pickled in a temporary
+folder, until the second function reads it back (a merge with a window: the ranks' offsets are
+known only once every rank is read, and memory need not hold every rank until then).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import pickle
+import shutil
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
@@ -34,6 +39,22 @@ def _taken(get: Callable[[], Any], i: int, n: int, labels: Sequence[Any], progre
     return res
 
 
+def _keep_one(fn: Callable[..., Any], small: Callable[[Any], Any], file: str, *item: Any) -> Any:
+    """``fn(*item)`` pickled to ``file``; returns ``small`` of it (:meth:`LocalEngine.keep`)."""
+    res = fn(*item)
+    with open(file, "wb") as f:
+        pickle.dump(res, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return small(res)
+
+
+def _then_one(fn: Callable[..., Any], file: str, *args: Any) -> Any:
+    """``fn`` on what ``file`` kept, the file removed once read (:meth:`LocalEngine.then`)."""
+    with open(file, "rb") as f:
+        kept = pickle.load(f)
+    os.unlink(file)
+    return fn(kept, *args)
+
+
 class LocalEngine:
     """A process pool of ``workers`` processes (default: one per core); in this process when
     there is one worker or one item."""
@@ -42,12 +63,40 @@ class LocalEngine:
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers
+        self._kept: list[str] = []          # the folders of kept results (removed on leaving)
+        self._runs: list[Iterator[Any]] = []  # the pools that write there or read from there
 
     def __enter__(self) -> "LocalEngine":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        # the pools first (what runs finished, what waits cancelled: also when the caller stopped
+        # midway, a rank refused), then the folders their workers write into
+        for run in self._runs:
+            run.close()                                 # type: ignore[attr-defined]
+        for d in self._kept:
+            shutil.rmtree(d, ignore_errors=True)
+        self._runs, self._kept = [], []
+
+    def keep(self, fn: Callable[..., Any], small: Callable[[Any], Any], items: Sequence[tuple],
+             labels: Sequence[Any] | None = None, progress: Progress | None = None) -> Iterator[tuple[Any, Any]]:
+        """``fn(*item)`` in the pool, each result pickled to a file of a temporary folder (removed
+        when the engine is left); yields ``(small(result), handle)`` in order, the handle for
+        :meth:`then`."""
+        d = tempfile.mkdtemp(prefix="traceconv-kept-")
+        self._kept.append(d)
+        files = [os.path.join(d, f"{i}.pickle") for i in range(len(items))]
+        got = self.map(_keep_one, [(fn, small, f, *it) for f, it in zip(files, items)], labels, progress)
+        self._runs.append(got)
+        return zip(got, files)
+
+    def then(self, fn: Callable[..., Any], jobs: Sequence[tuple[Any, tuple]], labels: Sequence[Any] | None = None
+             ) -> Iterator[Any]:
+        """``fn(kept, *args)`` for each ``(handle, args)`` in the pool, on the result :meth:`keep`
+        kept (its file removed once read); yielded in order."""
+        got = self.map(_then_one, [(fn, h, *args) for h, args in jobs], labels)
+        self._runs.append(got)
+        return got
 
     def map(self, fn: Callable[..., Any], items: Sequence[tuple], labels: Sequence[Any] | None = None,
             progress: Progress | None = None) -> Iterator[Any]:

@@ -99,23 +99,23 @@ def noted(trace: Trace, write: Callable[[], object]) -> Diagnostics:
 
 def encode_rank(item: Loaded, offset: int,
                 window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int], Diagnostics]:
-    """The rank's whole trace as a .pftrace (for a merge archive: the manifest carries the offset),
-    the slices the window keeps (with what it leaves out), as the merged trace counts them, and what
-    the encoding noted (see :func:`noted`)."""
+    """The rank's trace cut to ``window`` as a .pftrace (a merge archive's file: the manifest carries
+    the offset), its slice count and what the window left out, as the merged trace counts them, and
+    what the encoding noted (see :func:`noted`)."""
+    trace, dropped = finish_rank(item, offset, window)
     buf = io.BytesIO()
 
     def write() -> None:
-        nest(item.trace)              # what api.save does before writing, here into memory
-        perfetto.write(item.trace, buf, threads=False)
+        nest(trace)                   # what api.save does before writing, here into memory
+        perfetto.write(trace, buf, threads=False)
 
-    notes = noted(item.trace, write)
-    trace, dropped = finish_rank(item, offset, window)
+    notes = noted(trace, write)
     return buf.getvalue(), len(trace.slices), dropped, notes
 
 
 def archive_entry(item: Loaded, file: str) -> Loaded:
-    """The rank's whole trace written where it was read, as the .pftrace ``file`` of a merge archive
-    (the window, when there is one, needs every rank's offset first: :func:`encode_rank` then).
+    """The rank's trace written where it was read, as the .pftrace ``file`` of a merge archive (with
+    a window, which needs every rank's offset first, :func:`encode_rank` writes it instead).
     Returns the features (with what the encoding noted), the file in ``entry`` and the slice count."""
     trace = item.trace
     save(trace, file, "perfetto", threads=False)
