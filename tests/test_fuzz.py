@@ -350,15 +350,17 @@ GLOO = Path(__file__).parent / "fixtures" / "multirank" / "gloo_2ranks"
 
 @tp.requires_trace_processor
 def test_a_merge_case_runs_traceconv_merge_with_its_options(runner):
-    """The harness's merge cases merge: two real ranks keep the contract with exit 0 (both outputs
-    loaded by trace_processor), and the same ranks with an empty window are one error line."""
+    """The harness's merge cases merge: two real ranks keep the contract with exit 0 (the three
+    outputs, the merge archive too, loaded by trace_processor), and the same ranks with an empty
+    window are one error line."""
     ranks = [Case("kineto", ".pt.trace.json.gz", (GLOO / f"rank{i}.pt.trace.json.gz").read_bytes()) for i in (0, 1)]
     case = merge_case(ranks, ["--align", "none"])
     files, opts = unpack_merge(case.data)
     assert [n for n, _ in files] == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"] and opts == ["--align", "none"]
-    assert [(r.output, r.rc, r.failure) for r in runner.run(case).results] == [(".pftrace", 0, None), (".json", 0, None)]
+    assert [(r.output, r.rc, r.failure) for r in runner.run(case).results] == \
+        [(".pftrace", 0, None), (".json", 0, None), (".tar", 0, None)]
     empty = runner.run(merge_case(ranks, ["--window", "1s:0s"]))
-    assert [(r.rc, r.failure) for r in empty.results] == [(2, None), (2, None)]
+    assert [(r.rc, r.failure) for r in empty.results] == [(2, None)] * 3
 
 
 def test_megengine_static_numbers_out_of_range():

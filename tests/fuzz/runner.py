@@ -2,7 +2,8 @@
 the contract.
 
 The contract, for every input and each output format (.pftrace and .json) of ``traceconv convert``
-(or ``traceconv merge``), written gzipped for a quarter of the inputs (by their bytes' hash):
+(or ``traceconv merge``, and its merge archive, .tar), written gzipped for a quarter of the inputs (by
+their bytes' hash; an archive never):
 
 * exit 0 and an output that trace_processor loads with no crash and no error/data-loss stat (a JSON
   output must also parse with orjson: strict UTF-8, no NaN/Infinity), holding as many slices as the
@@ -46,6 +47,7 @@ from .strategies import Case
 
 GIB = 1 << 30
 OUTPUTS = (".pftrace", ".json")
+MERGE_OUTPUTS = (".tar",)        # a merge's too: a Perfetto merge archive (trace_processor opens it whole)
 _WROTE = re.compile(r"^wrote .*?: (\d+) slices(?:, (\d+) instants)?", re.M)
 MERGE_SUFFIX = ".merge.tar"     # a merge case: its ranks' files in one tar (kept whole when it fails)
 MERGE_ARGV = "merge.argv"       # ... and the merge's options, in the same tar
@@ -64,7 +66,7 @@ def cap_for(data: bytes) -> int:
 
 @dataclass
 class Result:
-    output: str                     # ".pftrace" or ".json"
+    output: str                     # ".pftrace", ".json" or (a merge) ".tar"
     rc: int
     secs: float
     failure: str | None = None      # the failure class, None if the contract held
@@ -224,8 +226,9 @@ class Runner:
         outcome = Outcome(case)
         try:
             gz = hashlib.sha256(case.data).digest()[1] % 4 == 0       # (the same for a replay)
-            for ext in outputs:
-                outcome.results.append(self._one([verb, str(src), *options], d, ext, cap, timeout, gz))
+            for ext in (*outputs, *MERGE_OUTPUTS) if verb == "merge" else outputs:
+                outcome.results.append(self._one([verb, str(src), *options], d, ext, cap, timeout,
+                                                 gz and ext != ".tar"))
             if inspect and verb == "convert":
                 tables = (False, True) if inspect == "both" else (hashlib.sha256(case.data).digest()[0] & 1 == 1,)
                 converted = [r.rc for r in outcome.results[:len(outputs)]]

@@ -53,7 +53,7 @@ class Loaded:
     sequence: Any = None
     uuids: list[int] = field(default_factory=list)
     slices: int = 0
-    # the rank's whole trace written where it was read, as a merge archive's file (ranks.archive_entry)
+    # the rank's trace written where it was read, as a merge archive's file (ranks.archive_entry)
     entry: str | None = None
 
 

@@ -317,8 +317,7 @@ class _Run:
     def here_archive(self, eng: Any) -> MergeResult:
         """A merge archive with no window: each rank's .pftrace written by the worker that read it
         (:func:`.ranks.archive_entry`), into a temporary folder, then put in the archive as it is.
-        (With a window, :meth:`here` counts what it keeps in the ranks' events, once every offset is
-        known.)"""
+        (With a window, which needs every rank's offset first: :meth:`in_two_passes`.)"""
         with tempfile.TemporaryDirectory(prefix="traceconv-merge-") as tmp:
             archived: list[tuple[str, int, Path]] = []
             slices = 0
@@ -346,7 +345,7 @@ class _Run:
         spool.write(self.out, self.files, alignments)
         return self.result(alignments, spool.slices)
 
-    # -------------------------------------------------------------- in two passes (on a Dask cluster; a window here)
+    # -------------------------------------------------------------- in two passes (Dask; a window here)
 
     def in_two_passes(self, eng: DaskEngine | LocalEngine, hold: bool = True) -> MergeResult:
         """Each rank read and kept where it was read (``hold``; else read again in the second pass),
