@@ -22,8 +22,8 @@ from .combine import WINDOW_LEAVES_OUT, append_rank, append_tracks, resolve_wind
 from .engine import DaskEngine, LocalEngine, make_engine
 from .inputs import InputPath, collect_inputs, rank_from_name
 from .options import ALIGN_METHODS, RANK_MAX, parse_duration, parse_rank_map, parse_ranks, parse_window_spec
-from .ranks import (encode_rank, features, finish_rank, load_archive_entry, load_features, load_rank, load_sequence,
-                    reload_encode, reload_finish, reload_sequence, sequence_of)
+from .ranks import (cut_sequence, encode_rank, features, finish_rank, load_archive_entry, load_features, load_rank,
+                    load_sequence, reload_cut_sequence, reload_encode, reload_finish)
 
 # On a cluster, each rank's trace stays on its worker between the two passes while the JSON per
 # worker is at most this (a trace in memory takes about 0.45 x its JSON: 1.5 GB of JSON is ~0.7 GB);
@@ -109,12 +109,12 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
     with no window, each rank's file is written where it is read.  With a window, each rank's
     trace is kept where it was read (on the local engine, pickled to a temporary folder; on Dask,
     on its worker) and only its alignment features come here; once the offsets are known, the
-    rank's events inside the window come (or, for an archive, its file cut to the window).
-    Otherwise (a Chrome JSON output with no window), on the local engine, files are parsed in a
-    process pool and appended to the merged trace one by one in the inputs' order, so memory holds
-    the kept events and a few files in flight; the clock offsets are applied in place once every
-    rank is known.  On Dask, every merge runs in those two passes.  ``progress(done, total,
-    path)`` is called as each file is parsed.
+    rank is cut to the window there and encoded as its sequence (or as an archive's file; for
+    Chrome JSON, its events inside the window come here).  Otherwise (a Chrome JSON output with no
+    window), on the local engine, files are parsed in a process pool and appended to the merged
+    trace one by one in the inputs' order, so memory holds the kept events and a few files in
+    flight; the clock offsets are applied in place once every rank is known.  On Dask, every merge
+    runs in those two passes.  ``progress(done, total, path)`` is called as each file is parsed.
 
     >>> import tempfile, os, traceconv
     >>> out = os.path.join(tempfile.mkdtemp(), "run.pftrace")
@@ -260,9 +260,10 @@ class _Run:
     # -------------------------------------------------------------- this machine
 
     def by_sequence(self) -> bool:
-        """Whether each rank's events are encoded where the rank is read, as a packet sequence of
-        its own (:func:`.ranks.sequence_of`), and the merged file assembled from them: for one
-        Perfetto trace with no time window (a window needs every rank's offset first)."""
+        """Whether each rank's events are encoded where the rank is read, in one pass, as a packet
+        sequence of its own (:func:`.ranks.sequence_of`), and the merged file assembled from them:
+        for one Perfetto trace with no time window (a window needs every rank's offset first: then
+        :meth:`in_two_passes` encodes the ranks' sequences in its second pass)."""
         return self.out_fmt == "perfetto" and not self.archive and self.win is None
 
     def write_archive(self, entries: list[tuple[str, int, Path]], alignments: Any) -> None:
@@ -350,8 +351,9 @@ class _Run:
     def in_two_passes(self, eng: DaskEngine | LocalEngine, hold: bool = True) -> MergeResult:
         """Each rank read and kept where it was read (``hold``; else read again in the second pass),
         only its features coming here; once every offset is known, the second pass runs there too:
-        the rank encoded as a sequence of the merged .pftrace, cut to the window, or encoded as an
-        archive's file.  Every merge on a Dask cluster, and a window's on this machine."""
+        the rank cut to the window (if any), then encoded as a sequence of the merged .pftrace or
+        as an archive's file, or sent here (Chrome JSON).  Every merge on a Dask cluster, and a
+        window's on this machine."""
         held: list[tuple[Any, bool]] = []             # (handle, ranked by the order of the files) per kept file
 
         def add(item: Loaded, r: int, how: str, handle: Any) -> None:
@@ -401,8 +403,8 @@ class _Run:
                 self.finish(alignments)
                 self.write_archive(archived, alignments)
             return self.result(alignments, slices)
-        if self.by_sequence():
-            return self._sequences_on_cluster(eng, hold, alignments, held, labels)
+        if self.out_fmt == "perfetto":
+            return self._sequences(eng, hold, alignments, held, labels, window)
         merged = self.merged
         finished = second(finish_rank, reload_finish)
         for (trace, dropped), (it, r, _), (_, unranked) in zip(finished, self.kept, held):
@@ -416,22 +418,30 @@ class _Run:
         save(merged, self.out, self.out_fmt, inputs=self.files)
         return self.result(alignments, len(merged.slices))
 
-    def _sequences_on_cluster(self, eng: DaskEngine, hold: bool, alignments: dict[int, Alignment],
-                              held: list[tuple[Any, bool]], labels: list[Any]) -> MergeResult:
-        """Each kept rank encoded on its worker as a sequence of the merged file (as on this
-        machine: the same bytes), then the file assembled here."""
+    def _sequences(self, eng: DaskEngine | LocalEngine, hold: bool, alignments: dict[int, Alignment],
+                   held: list[tuple[Any, bool]], labels: list[Any], window: tuple[int, int] | None) -> MergeResult:
+        """Each kept rank cut to the window and encoded as a sequence of the merged file by the
+        worker that holds it (a worker of this machine writes its packets into the spool's folder;
+        a Dask worker's bytes travel), then the file assembled here (as :meth:`here_by_sequence`)."""
         where = {str(f): k for k, f in enumerate(self.files)}
-        args = [(where[str(it.path)], len(self.files)) for it, _, _ in self.kept]
-        if hold:
-            got = eng.then(sequence_of, [(h, a) for (h, _), a in zip(held, args)], labels)
-        else:
-            got = eng.map(reload_sequence, [(h, self.fmt, self.cats, self.min_ns, *a) for (h, _), a in zip(held, args)],
-                          labels)
+        wdrop: dict[str, int] = {}
         with _Spool(self.merged) as spool:
-            for item, (it, r, _), (_, unranked) in zip(got, self.kept, held):
-                if unranked:
-                    self.note_unranked(it, r)
-                spool.add(item, r)
+            folder = spool.dir if isinstance(eng, LocalEngine) else None
+            args = [(alignments[r].offset_ns, window, where[str(it.path)], len(self.files), folder)
+                    for it, r, _ in self.kept]
+            if hold:
+                got = eng.then(cut_sequence, [(h, a) for (h, _), a in zip(held, args)], labels)
+            else:
+                got = eng.map(reload_cut_sequence,
+                              [(h, self.fmt, self.cats, self.min_ns, *a) for (h, _), a in zip(held, args)], labels)
+            # (the workers write into the spool's folder: their pool is closed before it goes)
+            with contextlib.closing(got):
+                for (item, dropped), (it, r, _), (_, unranked) in zip(got, self.kept, held):
+                    if unranked:
+                        self.note_unranked(it, r)
+                    spool.add(item, r)
+                    _add(wdrop, dropped)
+            self.add_dropped({k: wdrop[k] for k in WINDOW_LEAVES_OUT if wdrop.get(k)})
             return self.write_sequences(spool, alignments)
 
     def _diagnostics_in_order(self, held: list[tuple[Any, bool]], notes: list[Any]) -> None:

@@ -70,10 +70,19 @@ def load_sequence(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int
     return sequence_of(load_rank(path, fmt, drop_cats, min_dur), k, files, spool)
 
 
-def reload_sequence(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
-                    k: int, files: int) -> Loaded:
-    """:func:`load_sequence` for the second pass on a cluster (the features are known already)."""
-    return sequence_of(_reread(path, fmt, drop_cats, min_dur), k, files)
+def cut_sequence(item: Loaded, offset: int, window: tuple[int, int] | None, k: int, files: int,
+                 spool: str | None = None) -> tuple[Loaded, dict[str, int]]:
+    """:func:`finish_rank` then :func:`sequence_of`: the rank cut to ``window`` (the second pass,
+    once every offset is known) and encoded as sequence ``k``; with what the window left out."""
+    _, dropped = finish_rank(item, offset, window)
+    return sequence_of(item, k, files, spool), dropped
+
+
+def reload_cut_sequence(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
+                        offset: int, window: tuple[int, int] | None, k: int, files: int,
+                        spool: str | None = None) -> tuple[Loaded, dict[str, int]]:
+    """:func:`cut_sequence` on the file read again (the features are known already)."""
+    return cut_sequence(_reread(path, fmt, drop_cats, min_dur), offset, window, k, files, spool)
 
 
 def finish_rank(item: Loaded, offset: int, window: tuple[int, int] | None) -> tuple[Trace, dict[str, int]]:
