@@ -766,7 +766,7 @@ def test_timestamps_are_deltas_on_the_sequence_clock(tmp_path):
         t.add_slice(th.track, t0 + i * 1000, 500 + i, "s")
     traceconv.save(t, tmp_path / "d.pftrace")
     tr = pb.Trace.FromString((tmp_path / "d.pftrace").read_bytes())
-    first = tr.packet[0]
+    first = next(p for p in tr.packet if p.trusted_packet_sequence_id == pw.EVENTS_SEQ_ID)  # (the events' sequence)
     assert first.first_packet_on_sequence and first.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
     assert first.trace_packet_defaults.timestamp_clock_id == pw.SEQ_CLOCK
     clocks = {c.clock_id: c for c in first.clock_snapshot.clocks}

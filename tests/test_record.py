@@ -174,7 +174,8 @@ def test_streaming_chunks_bound_memory_and_survive_a_cut(tmp_path):
 
 
 def _first_chunk_end(data: bytes) -> int:
-    """Offset of the second chunk: the second packet that clears the incremental state."""
+    """Offset of the second chunk: the second packet that opens the descriptors' sequence (each
+    chunk is a whole trace: the descriptors' sequence, then the events')."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     pos, seen = 0, 0
     while pos < len(data):
@@ -191,7 +192,7 @@ def _first_chunk_end(data: bytes) -> int:
                 break
         p = pb.TracePacket.FromString(data[pos:pos + n])
         pos += n
-        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED and p.trusted_packet_sequence_id == 1:
             seen += 1
             if seen == 2:
                 return start

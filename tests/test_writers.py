@@ -180,14 +180,23 @@ def test_gzip_outputs_are_gzip(outputs):
 
 
 def test_protobuf_sequence_and_interning_rules(outputs):
-    """First packet clears incremental state; interned ids are defined once, before use."""
+    """Each sequence's first packet clears incremental state; interned ids are defined once, before
+    use.  The descriptors and the metadata are a sequence of their own (1), before the events' (2):
+    a thread descriptor on the events' sequence would make trace_processor give every instant on a
+    global or process track a ``legacy_event.passthrough_utid`` arg naming that thread."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     _, d = outputs
     tr = pb.Trace()
     tr.ParseFromString((d / "k.pftrace").read_bytes())
-    first = tr.packet[0]
-    assert first.first_packet_on_sequence and first.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-    assert {p.trusted_packet_sequence_id for p in tr.packet} == {1}
+    seqs = [p.trusted_packet_sequence_id for p in tr.packet]
+    assert seqs == sorted(seqs) and set(seqs) == {1, 2}
+    assert all(p.HasField("track_descriptor") or p.HasField("chrome_events") for p in tr.packet if p.trusted_packet_sequence_id == 1)
+    assert not any(p.HasField("track_descriptor") for p in tr.packet if p.trusted_packet_sequence_id == 2)
+    assert [p.first_packet_on_sequence for p in tr.packet].count(True) == 2
+    for sid in (1, 2):
+        opening = next(p for p in tr.packet if p.trusted_packet_sequence_id == sid)
+        assert opening.first_packet_on_sequence and opening.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    first = next(p for p in tr.packet if p.trusted_packet_sequence_id == 2)
     defined: set[int] = set()
     descriptors = set()
     default = first.trace_packet_defaults.track_event_defaults.track_uuid
@@ -341,7 +350,7 @@ def test_every_hand_written_field_decodes_as_the_protos_say(tmp_path):
     interned = [q.interned_data for q in tr.packet if q.HasField("interned_data")]
     assert any(d.event_names for d in interned) and any(d.event_categories for d in interned)
     assert any(d.debug_annotation_names for d in interned) and any(d.debug_annotation_string_values for d in interned)
-    assert all(q.trusted_packet_sequence_id == 1 for q in tr.packet)
+    assert all(q.trusted_packet_sequence_id == 2 for q in tr.packet if q.HasField("track_event"))
 
 
 def test_annotation_values_decode_to_what_was_encoded():
@@ -546,7 +555,7 @@ def test_compact_encoding_keeps_every_value(tmp_path):
     out = tmp_path / "c.pftrace"
     traceconv.save(t, out)
     tr = pb.Trace.FromString(out.read_bytes())
-    default = tr.packet[0].trace_packet_defaults.track_event_defaults.track_uuid
+    default = next(p for p in tr.packet if p.HasField("trace_packet_defaults")).trace_packet_defaults.track_event_defaults.track_uuid
     uuid = {p.track_descriptor.thread.thread_name: p.track_descriptor.uuid
             for p in tr.packet if p.track_descriptor.HasField("thread")}
     assert default == uuid["busy"]
@@ -627,7 +636,7 @@ def test_a_counter_track_can_be_the_default_track(tmp_path):
     traceconv.save(t, out)
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     tr = pb.Trace.FromString(out.read_bytes())
-    default = tr.packet[0].trace_packet_defaults.track_event_defaults.track_uuid
+    default = next(p for p in tr.packet if p.HasField("trace_packet_defaults")).trace_packet_defaults.track_event_defaults.track_uuid
     named = {p.track_descriptor.name: p.track_descriptor.uuid for p in tr.packet if p.HasField("track_descriptor")}
     assert default == named["mem"]
     assert tp.query(out, "select t.name, count(*) as n, sum(c.value) as s from counter c "
@@ -687,3 +696,25 @@ def test_a_json_written_in_whole_us_does_not_reuse_the_order_of_the_times_before
     assert out is not t and out.slices.order is None
     assert taken_order(out).tolist() == slice_order(out).tolist() == [1, 0, 2]
     assert np.array_equal(taken_order(t), [0, 1, 2]) and t.slices.order is None     # (taken)
+
+
+@tp.requires_trace_processor
+def test_an_instant_off_the_threads_has_the_args_of_its_json(tmp_path):
+    """Global and process instants carry in trace_processor the args they carry from the JSON: the
+    descriptors sit on a sequence of their own, so the events' sequence names no thread, which
+    trace_processor would give such an instant as a ``legacy_event.passthrough_utid`` arg."""
+    src = tmp_path / "in.json"
+    src.write_bytes(orjson.dumps({"traceEvents": [
+        {"ph": "X", "name": "work", "pid": 1, "tid": 2, "ts": 0, "dur": 10, "args": {"k": 1}},
+        {"ph": "i", "s": "g", "name": "global", "pid": 1, "tid": 2, "ts": 3, "args": {"g": "x"}},
+        {"ph": "i", "s": "p", "name": "process", "pid": 1, "tid": 2, "ts": 4},
+        {"ph": "i", "s": "t", "name": "thread", "pid": 1, "tid": 2, "ts": 5},
+    ]}))
+    traceconv.convert(src, tmp_path / "out.pftrace")
+    sql = ("select s.name, a.key, a.display_value from slice s left join args a using(arg_set_id) "
+           "where s.name != 'work' order by s.name, a.key")
+    got = tp.query(tmp_path / "out.pftrace", sql)
+    assert not any(r["key"] == "legacy_event.passthrough_utid" for r in got), got
+    assert [(r["name"], r["display_value"]) for r in got if r["key"] and r["key"].startswith(("args.", "debug."))] == \
+        [("global", "x")]
+    assert tp.problems(tmp_path / "out.pftrace") == []

@@ -2,8 +2,12 @@
 
 Follows Perfetto's TrackEvent docs ("Writing TrackEvent protos synthetically"):
 
-* one packet sequence (``trusted_packet_sequence_id`` 1; a merge of ranks writes one per rank,
-  see :func:`write_sequences`, each laid out the same way); its first packet says
+* the track descriptors and the metadata on a packet sequence of their own
+  (``trusted_packet_sequence_id`` 1), the events on another (2; a merge of ranks writes one per
+  rank, see :func:`write_sequences`, each laid out the same way): trace_processor takes a thread
+  descriptor on the events' sequence as the thread that sequence writes from, and then gives an
+  instant on a global or process track a ``legacy_event.passthrough_utid`` arg naming it, which
+  the JSON the events came from does not give.  A sequence's first packet says
   ``first_packet_on_sequence`` and ``SEQ_INCREMENTAL_STATE_CLEARED``; every
   packet that uses incremental state (interned ids, the sequence's clock) says
   ``SEQ_NEEDS_INCREMENTAL_STATE``;
@@ -100,7 +104,8 @@ from ..progress import report
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-SEQ_ID = 1
+SEQ_ID = 1                # the descriptors' and the metadata's sequence
+EVENTS_SEQ_ID = SEQ_ID + 1  # one trace's events (a merge's ranks: SEQ_ID + 1 + k)
 SEQ_CLOCK = 64            # the sequence's incremental clock (ids 64..127 are sequence-scoped)
 # the sibling_merge_key of the lanes of one track: this and the track's uuid
 LANE_MERGE_KEY = "traceconv overlap lanes of"
@@ -145,7 +150,6 @@ def varint(v: int) -> bytes:
 TAGS: dict[tuple[str, str], bytes] = {k: varint(n << 3 | w) for k, (n, w) in _enc.FIELDS.items()}
 _T = TAGS
 P_PACKET = _T["Trace", "packet"]
-P_SEQ = _T["TracePacket", "trusted_packet_sequence_id"] + varint(SEQ_ID)
 P_NEEDS = _T["TracePacket", "sequence_flags"] + varint(SEQ_NEEDS)
 P_INTERNED = _T["TracePacket", "interned_data"]
 E_ANN = _T["TrackEvent", "debug_annotations"]
@@ -382,10 +386,10 @@ def _defaults(default_uuid: int) -> bytes:
     return track + f("TracePacketDefaults", "timestamp_clock_id", SEQ_CLOCK)      # fields 11, 58
 
 
-def _header_packets(trace: Trace, uuids: list[int], t0: int, default_uuid: int = 0) -> bytes:
-    """The file's first packets: its one sequence's first packet, the descriptors, the metadata."""
-    return (_sequence_start(SEQ_ID, t0, default_uuid, t0) + _descriptor_packets(trace, uuids)
-            + _metadata_packet(trace))
+def _header_packets(trace: Trace, uuids: list[int]) -> bytes:
+    """The file's first packets: the descriptors, then the metadata, on their own sequence (the
+    first of them opens it)."""
+    return _descriptor_packets(trace, uuids, opens=True) + _metadata_packet(trace, opens=not trace.tracks)
 
 
 def _sequence_start(seq_id: int, t0: int, default_uuid: int, boot: int) -> bytes:
@@ -553,8 +557,9 @@ def write(trace: Trace, out: BinaryIO, *, threads: bool = True) -> None:
         nest(trace)
         uuids = [t.id + 1 for t in trace.tracks]
         events = _Events(trace, uuids, pool, planned)
-        out.write(_header_packets(trace, uuids, events.t0, events.default_uuid))
-        events.write(out, SEQ_ID)
+        out.write(_header_packets(trace, uuids)
+                  + _sequence_start(EVENTS_SEQ_ID, events.t0, events.default_uuid, events.t0))
+        events.write(out, EVENTS_SEQ_ID)
 
 
 @contextlib.contextmanager
@@ -614,8 +619,7 @@ def write_sequences(trace: Trace, uuids: list[int], sequences: Iterable[Sequence
     uuids the sequences use) and its metadata, then for each sequence and its offset (ns on the
     trace's clock) the sequence's first packet, its clock moved by the offset, and its packets
     (copied from its file by the kernel where it can: :func:`traceconv.io.write_pieces`)."""
-    # (the descriptors' sequence starts with the first of them, or with the metadata)
-    pieces: list[Piece] = [_descriptor_packets(trace, uuids, opens=True) + _metadata_packet(trace, opens=not trace.tracks)]
+    pieces: list[Piece] = [_header_packets(trace, uuids)]
     for seq, offset in zip(sequences, offsets):
         pieces.append(_sequence_start(seq.seq_id, seq.t0, seq.default_uuid, seq.t0 + offset))
         pieces.append((seq.file, seq.size) if seq.file is not None else seq.packets)
