@@ -431,6 +431,19 @@ def test_a_window_merge_gathers_only_what_the_window_keeps(tmp_path, monkeypatch
         sorted(str(t[2:]) for t in tp.slices(tmp_path / "w.json"))
 
 
+@pytest.mark.parametrize("out", ["w.pftrace", "w.json", "w.tar"])
+def test_a_window_merge_reports_its_second_pass_too(tmp_path, out):
+    """A window's merge reads every rank, then cuts each one (and encodes it): both passes are
+    reported, the second with what it does (a run of many ranks showed nothing while it ran)."""
+    calls = []
+    traceconv.merge(COMPOSER, tmp_path / out, window="ProfilerStep#2",
+                    progress=lambda done, total, what: calls.append((done, total, what)))
+    names = [f.name for f in COMPOSER]
+    assert [(d, t) for d, t, _ in calls] == [(1, 2), (2, 2), (1, 2), (2, 2)]
+    assert all(w.startswith(n) and "events so far" in w for (_, _, w), n in zip(calls[:2], names))
+    assert [w for _, _, w in calls[2:]] == [f"{n} (cut to the window)" for n in names]
+
+
 def test_a_window_merge_refused_midway_leaves_no_kept_rank(tmp_path, monkeypatch):
     """The ranks kept on disk between a window merge's two passes are removed when it ends, also
     when a rank is refused midway, and only once the workers writing them stopped."""

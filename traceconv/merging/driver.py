@@ -114,7 +114,8 @@ def merge(inputs: Sequence[PathLike], output: PathLike, *, to_format: str | None
     window), on the local engine, files are parsed in a process pool and appended to the merged
     trace one by one in the inputs' order, so memory holds the kept events and a few files in
     flight; the clock offsets are applied in place once every rank is known.  On Dask, every merge
-    runs in those two passes.  ``progress(done, total, path)`` is called as each file is parsed.
+    runs in those two passes.  ``progress(done, total, path)`` is called as each file is parsed
+    (and, in a second pass, as each rank is cut or encoded: ``path`` then says so).
 
     >>> import tempfile, os, traceconv
     >>> out = os.path.join(tempfile.mkdtemp(), "run.pftrace")
@@ -165,6 +166,12 @@ class _Run:
     def progress(self, done: int, total: int, path: Any) -> None:
         if self.user_progress:
             self.user_progress(done, total, f"{path.name} ({self.events:,} events so far)")
+
+    def second_progress(self, done: int, total: int, path: Any) -> None:
+        """The second pass of a merge in two passes, reported as it goes (the ranks cut and written)."""
+        if self.user_progress:
+            what = "cut to the window" if self.win is not None else "encoded"
+            self.user_progress(done, total, f"{path.name} ({what})")
 
     def claim(self, item: Loaded, r: int) -> bool:
         """Check no other file of its format claims rank ``r``; False if the rank is not wanted."""
@@ -382,8 +389,9 @@ class _Run:
 
         def second(fn: Callable[..., Any], again: Callable[..., Any]) -> Any:
             if hold:
-                return eng.then(fn, jobs, labels)
-            return eng.map(again, [(p, self.fmt, self.cats, self.min_ns, *args) for p, args in jobs], labels)
+                return eng.then(fn, jobs, labels, self.second_progress)
+            return eng.map(again, [(p, self.fmt, self.cats, self.min_ns, *args) for p, args in jobs], labels,
+                           self.second_progress)
 
         if self.archive:
             with tempfile.TemporaryDirectory(prefix="traceconv-") as tmp:
@@ -430,10 +438,11 @@ class _Run:
             args = [(alignments[r].offset_ns, window, where[str(it.path)], len(self.files), folder)
                     for it, r, _ in self.kept]
             if hold:
-                got = eng.then(cut_sequence, [(h, a) for (h, _), a in zip(held, args)], labels)
+                got = eng.then(cut_sequence, [(h, a) for (h, _), a in zip(held, args)], labels, self.second_progress)
             else:
                 got = eng.map(reload_cut_sequence,
-                              [(h, self.fmt, self.cats, self.min_ns, *a) for (h, _), a in zip(held, args)], labels)
+                              [(h, self.fmt, self.cats, self.min_ns, *a) for (h, _), a in zip(held, args)], labels,
+                              self.second_progress)
             # (the workers write into the spool's folder: their pool is closed before it goes)
             with contextlib.closing(got):
                 for (item, dropped), (it, r, _), (_, unranked) in zip(got, self.kept, held):

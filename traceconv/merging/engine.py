@@ -90,11 +90,11 @@ class LocalEngine:
         self._runs.append(got)
         return zip(got, files)
 
-    def then(self, fn: Callable[..., Any], jobs: Sequence[tuple[Any, tuple]], labels: Sequence[Any] | None = None
-             ) -> Iterator[Any]:
+    def then(self, fn: Callable[..., Any], jobs: Sequence[tuple[Any, tuple]], labels: Sequence[Any] | None = None,
+             progress: Progress | None = None) -> Iterator[Any]:
         """``fn(kept, *args)`` for each ``(handle, args)`` in the pool, on the result :meth:`keep`
         kept (its file removed once read); yielded in order."""
-        got = self.map(_then_one, [(fn, h, *args) for h, args in jobs], labels)
+        got = self.map(_then_one, [(fn, h, *args) for h, args in jobs], labels, progress)
         self._runs.append(got)
         return got
 
@@ -208,15 +208,15 @@ class DaskEngine:
         for i, s in enumerate(self._ordered(smalls, labels, progress)):
             yield s, held[i]
 
-    def then(self, fn: Callable[..., Any], jobs: Sequence[tuple[Any, tuple]], labels: Sequence[Any] | None = None
-             ) -> Iterator[Any]:
+    def then(self, fn: Callable[..., Any], jobs: Sequence[tuple[Any, tuple]], labels: Sequence[Any] | None = None,
+             progress: Progress | None = None) -> Iterator[Any]:
         """``fn(kept, *args)`` for each ``(handle, args)``, run where the kept result is; yielded in order,
         each handle released once its result is in."""
         labels = labels if labels is not None else [None] * len(jobs)
         futures = [self.client.submit(fn, h, *args, pure=False) for h, args in jobs]
         for h, _ in jobs:
             h.release()
-        return self._ordered(futures, labels, None)
+        return self._ordered(futures, labels, progress)
 
     def reduce(self, fn: Callable[[Any, Any], Any], values: list[Any]) -> Any:
         """Combine futures or values pairwise on the cluster (the same tree as the local engine's)."""
