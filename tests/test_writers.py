@@ -718,3 +718,20 @@ def test_an_instant_off_the_threads_has_the_args_of_its_json(tmp_path):
     assert [(r["name"], r["display_value"]) for r in got if r["key"] and r["key"].startswith(("args.", "debug."))] == \
         [("global", "x")]
     assert tp.problems(tmp_path / "out.pftrace") == []
+
+
+@tp.requires_trace_processor
+def test_perfetto_shows_dots_and_brackets_of_arg_names_as_underscores_from_a_pftrace(tmp_path):
+    """What the README says of arg names: trace_processor reads a debug annotation's name with its
+    '.', '[' and ']' made '_' (and the JSON's as they are), while the .pftrace keeps the name."""
+    src = tmp_path / "in.json"
+    src.write_bytes(orjson.dumps({"traceEvents": [
+        {"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {"est. occupancy %": 7, "a[0]": "x"}}]}))
+    traceconv.convert(src, tmp_path / "out.pftrace")
+    sql = "select a.key, a.display_value from slice s join args a using(arg_set_id) order by a.key"
+    assert tp.query(tmp_path / "out.pftrace", sql) == [{"key": "debug.a_0_", "display_value": "x"},
+                                                       {"key": "debug.est_ occupancy %", "display_value": "7"}]
+    assert tp.query(src, sql) == [{"key": "args.a[0]", "display_value": "x"},
+                                  {"key": "args.est. occupancy %", "display_value": "7"}]
+    back = traceconv.load(tmp_path / "out.pftrace")
+    assert back.slice_args(0) == {"est. occupancy %": 7, "a[0]": "x"}
