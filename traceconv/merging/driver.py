@@ -383,36 +383,45 @@ class _Run:
             spans = [(a + alignments[r].offset_ns, b + alignments[r].offset_ns)
                      for it, r, _ in self.kept for a, b in it.named.values()]
             window = resolve_window(self.win, min(starts) if starts else None, spans)
-        jobs = [(h, (alignments[r].offset_ns, window)) for (h, _), (_, r, _) in zip(held, self.kept)]
         wdrop: dict[str, int] = {}
         labels = [it.path for it, _, _ in self.kept]
+        local = isinstance(eng, LocalEngine)    # (its workers can write into this machine's folders)
 
-        def second(fn: Callable[..., Any], again: Callable[..., Any]) -> Any:
+        def second(fn: Callable[..., Any], again: Callable[..., Any], extra: list[tuple] | None = None) -> Any:
+            """``fn(kept rank, its offset, the window, *extra[i])`` where each rank is held (with
+            ``hold``; else ``again`` on its file read again), in order, reported as it goes."""
+            args = [(alignments[r].offset_ns, window, *(extra[i] if extra else ()))
+                    for i, (_, r, _) in enumerate(self.kept)]
             if hold:
-                return eng.then(fn, jobs, labels, self.second_progress)
-            return eng.map(again, [(p, self.fmt, self.cats, self.min_ns, *args) for p, args in jobs], labels,
-                           self.second_progress)
+                return eng.then(fn, [(h, a) for (h, _), a in zip(held, args)], labels, self.second_progress)
+            return eng.map(again, [(h, self.fmt, self.cats, self.min_ns, *a) for (h, _), a in zip(held, args)],
+                           labels, self.second_progress)
 
         if self.archive:
-            with tempfile.TemporaryDirectory(prefix="traceconv-") as tmp:
+            with tempfile.TemporaryDirectory(prefix="traceconv-merge-") as tmp:
                 archived = []
                 slices = 0
                 notes = []
-                for (data, n, dropped, noted_), (it, r, _), entry in zip(second(encode_rank, reload_encode),
-                                                                           self.kept, self.names):
-                    p = Path(tmp) / entry
-                    p.write_bytes(data)
-                    archived.append((entry, r, p))
-                    slices += n
-                    _add(wdrop, dropped)
-                    notes.append(noted_)
+                got = second(encode_rank, reload_encode,
+                             [(os.path.join(tmp, entry) if local else None,) for entry in self.names])
+                # (a worker of this machine writes its rank's file into the folder: the pool is
+                # closed before it goes; a Dask worker's bytes travel, and are written here)
+                with contextlib.closing(got):
+                    for (data, n, dropped, noted_), (it, r, _), entry in zip(got, self.kept, self.names):
+                        p = Path(tmp) / entry
+                        if data is not None:
+                            p.write_bytes(data)
+                        archived.append((entry, r, p))
+                        slices += n
+                        _add(wdrop, dropped)
+                        notes.append(noted_)
                 self._diagnostics_in_order(held, notes)
                 self.add_dropped({k: wdrop[k] for k in WINDOW_LEAVES_OUT if wdrop.get(k)})
                 self.finish(alignments)
                 self.write_archive(archived, alignments)
             return self.result(alignments, slices)
         if self.out_fmt == "perfetto":
-            return self._sequences(eng, hold, alignments, held, labels, window)
+            return self._sequences(second, local, held, alignments)
         merged = self.merged
         finished = second(finish_rank, reload_finish)
         for (trace, dropped), (it, r, _), (_, unranked) in zip(finished, self.kept, held):
@@ -426,23 +435,18 @@ class _Run:
         save(merged, self.out, self.out_fmt, inputs=self.files)
         return self.result(alignments, len(merged.slices))
 
-    def _sequences(self, eng: DaskEngine | LocalEngine, hold: bool, alignments: dict[int, Alignment],
-                   held: list[tuple[Any, bool]], labels: list[Any], window: tuple[int, int] | None) -> MergeResult:
+    def _sequences(self, second: Callable[..., Any], local: bool, held: list[tuple[Any, bool]],
+                   alignments: dict[int, Alignment]) -> MergeResult:
         """Each kept rank cut to the window and encoded as a sequence of the merged file by the
-        worker that holds it (a worker of this machine writes its packets into the spool's folder;
-        a Dask worker's bytes travel), then the file assembled here (as :meth:`here_by_sequence`)."""
+        worker that holds it (``second``, :meth:`in_two_passes`'s; a worker of this machine writes
+        its packets into the spool's folder, a Dask worker's bytes travel), then the file assembled
+        here (as :meth:`here_by_sequence`)."""
         where = {str(f): k for k, f in enumerate(self.files)}
         wdrop: dict[str, int] = {}
         with _Spool(self.merged) as spool:
-            folder = spool.dir if isinstance(eng, LocalEngine) else None
-            args = [(alignments[r].offset_ns, window, where[str(it.path)], len(self.files), folder)
-                    for it, r, _ in self.kept]
-            if hold:
-                got = eng.then(cut_sequence, [(h, a) for (h, _), a in zip(held, args)], labels, self.second_progress)
-            else:
-                got = eng.map(reload_cut_sequence,
-                              [(h, self.fmt, self.cats, self.min_ns, *a) for (h, _), a in zip(held, args)], labels,
-                              self.second_progress)
+            folder = spool.dir if local else None
+            got = second(cut_sequence, reload_cut_sequence,
+                         [(where[str(it.path)], len(self.files), folder) for it, _, _ in self.kept])
             # (the workers write into the spool's folder: their pool is closed before it goes)
             with contextlib.closing(got):
                 for (item, dropped), (it, r, _), (_, unranked) in zip(got, self.kept, held):

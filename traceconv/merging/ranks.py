@@ -106,20 +106,23 @@ def noted(trace: Trace, write: Callable[[], object]) -> Diagnostics:
     return added
 
 
-def encode_rank(item: Loaded, offset: int,
-                window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int], Diagnostics]:
+def encode_rank(item: Loaded, offset: int, window: tuple[int, int] | None,
+                file: str | None = None) -> tuple[bytes | None, int, dict[str, int], Diagnostics]:
     """The rank's trace cut to ``window`` as a .pftrace (a merge archive's file: the manifest carries
-    the offset), its slice count and what the window left out, as the merged trace counts them, and
-    what the encoding noted (see :func:`noted`)."""
+    the offset), written to ``file`` (a worker of this machine) or returned as bytes (None with a
+    file); its slice count and what the window left out, as the merged trace counts them; and what
+    the encoding noted (see :func:`noted`)."""
     trace, dropped = finish_rank(item, offset, window)
-    buf = io.BytesIO()
+    buf = io.BytesIO() if file is None else None
 
     def write() -> None:
-        nest(trace)                   # what api.save does before writing, here into memory
-        perfetto.write(trace, buf, threads=False)
+        if file is not None:
+            save(trace, file, "perfetto", threads=False)
+        else:
+            perfetto.write(trace, buf, threads=False)      # (it nests the slices first, as save does)
 
     notes = noted(trace, write)
-    return buf.getvalue(), len(trace.slices), dropped, notes
+    return (buf.getvalue() if buf is not None else None), len(trace.slices), dropped, notes
 
 
 def archive_entry(item: Loaded, file: str) -> Loaded:
@@ -152,9 +155,10 @@ def reload_finish(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int
 
 
 def reload_encode(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int,  # noqa: ANN001
-                  offset: int, window: tuple[int, int] | None) -> tuple[bytes, int, dict[str, int], Diagnostics]:
+                  offset: int, window: tuple[int, int] | None,
+                  file: str | None = None) -> tuple[bytes | None, int, dict[str, int], Diagnostics]:
     """:func:`encode_rank` on the file read again."""
-    return encode_rank(_reread(path, fmt, drop_cats, min_dur), offset, window)
+    return encode_rank(_reread(path, fmt, drop_cats, min_dur), offset, window, file)
 
 
 def _reread(path, fmt: str | None, drop_cats: frozenset[str], min_dur: int) -> Loaded:  # noqa: ANN001
