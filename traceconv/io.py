@@ -395,10 +395,10 @@ class WriteBehind:
     """``out``'s writes on a thread of their own (``threaded``, on a machine of two cores or more;
     else on the caller's), each begun as the caller hands it over, in order, while the caller makes
     the next: :meth:`write` returns once the write before it is done, so a buffer handed over in
-    one call can be filled again after the next.  The writers' big outputs go through it: their encoding goes on beside the writes
-    and, for a gzipped output, beside the compression (the bench's 1M trace to .pftrace.gz 3.2 ->
-    2.2 s, with zlib-ng; to .json.gz 5.9 -> 4.4 s; to .pftrace no faster, its writes being ~20 ms
-    of 1.4 s).  A write's error is raised by the next call, or when the ``with`` block ends;
+    one call can be filled again after the next.  The writers' big outputs go through it: their
+    encoding goes on beside the writes and, for a gzipped output, beside the compression (the
+    bench's 1M trace to .pftrace.gz 3.2 -> 2.2 s, with zlib-ng; to .json.gz 5.9 -> 4.4 s; to
+    .pftrace no faster, its writes being ~20 ms of 1.4 s).  A write's error is raised by the next call, or when the ``with`` block ends;
     nothing is written after it."""
 
     def __init__(self, out: BinaryIO, *, threaded: bool = True) -> None:
