@@ -48,13 +48,11 @@ class Loaded:
     named: dict[str, tuple[int, int]] = field(default_factory=dict)   # window name -> (first start, last end)
     time_range: tuple[int, int] | None = None              # of the kept events, in the file's own clock
     # the rank's events encoded where it was read (ranks.sequence_of): a perfetto.Sequence, the
-    # uuid of each of the trace's tracks in it, and its slice count; the trace then is a stub with
-    # its metadata and tracks
+    # uuid of each of the trace's tracks in it, and its slice count (also a merge archive's file's,
+    # ranks.archive_entry); the trace then is a stub with its metadata and tracks
     sequence: Any = None
     uuids: list[int] = field(default_factory=list)
     slices: int = 0
-    # the rank's trace written where it was read, as a merge archive's file (ranks.archive_entry)
-    entry: str | None = None
 
 
 # Collectives every rank leaves only once every rank has entered them: their records bound the clock

@@ -335,11 +335,11 @@ class _Run:
                 if self.claim(item, r):
                     self.kept.append((item, r, how))
                     self.merged.diagnostics.extend(item.trace.diagnostics)
-                    archived.append((self.names[-1], r, Path(item.entry)))
+                    archived.append((self.names[-1], r, Path(file_of[str(item.path)])))
                     slices += item.slices
 
-            items = [(f, self.fmt, self.cats, self.min_ns, os.path.join(tmp, f"rank-{k}.pftrace"))
-                     for k, f in enumerate(self.files)]
+            file_of = {str(f): os.path.join(tmp, f"rank-{k}.pftrace") for k, f in enumerate(self.files)}
+            items = [(f, self.fmt, self.cats, self.min_ns, file_of[str(f)]) for f in self.files]
             # (the pool is closed before the folder is removed, as in here_by_sequence)
             with contextlib.closing(eng.map(load_archive_entry, items, self.files, self.progress)) as loaded:
                 self.order(((it, None) for it in loaded), add)

@@ -128,11 +128,11 @@ def encode_rank(item: Loaded, offset: int, window: tuple[int, int] | None,
 def archive_entry(item: Loaded, file: str) -> Loaded:
     """The rank's trace written where it was read, as the .pftrace ``file`` of a merge archive (with
     a window, which needs every rank's offset first, :func:`encode_rank` writes it instead).
-    Returns the features (with what the encoding noted), the file in ``entry`` and the slice count."""
+    Returns the features (with what the encoding noted) and the slice count."""
     trace = item.trace
     save(trace, file, "perfetto", threads=False)
     out = features(item)
-    out.entry, out.slices = file, len(trace.slices)
+    out.slices = len(trace.slices)
     return out
 
 
