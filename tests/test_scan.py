@@ -578,10 +578,11 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dic
     f = ((flags & (S.SLOW | need)) == need) & np.isin(ph, list(b"stf"))
     need = S.F_TS | S.F_PH
     i = ((flags & (S.SLOW | need | S.F_ID)) == need) & np.isin(ph, list(b"iIR"))
-    out: dict = {"rest": np.flatnonzero(~(x | f | i))}
+    b = ((flags & (S.SLOW | need)) == need) & np.isin(ph, list(b"BE")) & ~x
+    out: dict = {"rest": np.flatnonzero(~(x | f | i | b))}
     pid = np.where(flags & S.F_PID, c["pid"], 0)
     tid = np.where(flags & S.F_TID, c["tid"], 0 if tid_zero else pid)
-    for pre, m in (("x_", x), ("f_", f), ("i_", i)):
+    for pre, m in (("x_", x), ("f_", f), ("i_", i), ("b_", b)):
         rows = np.flatnonzero(m)
         out[pre + "rows"] = rows
         out[pre + "ts"] = c["ts"][rows] + base
@@ -594,7 +595,9 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dic
     out["f_letter"] = ph[f]
     out["f_bp_e"] = ((flags[f] & S.F_BP) != 0) & (c["bp"][f] == ord("e"))
     out["i_letter"] = np.where(flags[i] & S.F_S, c["s"][i], ord("t"))
-    ends = {"x_": out["x_ts"] + out["x_val"], "f_": out["f_ts"], "i_": out["i_ts"]}
+    out["b_letter"] = ph[b]
+    out["b_has_args"] = (flags[b] & S.F_ARGS) != 0
+    ends = {"x_": out["x_ts"] + out["x_val"], "f_": out["f_ts"], "i_": out["i_ts"], "b_": out["b_ts"]}
     for pre, e in ends.items():
         out[pre + "top"] = int(e.max()) if len(e) else -(2**63)
     return out
@@ -603,7 +606,7 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dic
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_split_matches_the_numpy_reference(data):
-    """scan.split sorts a batch's rows into X, flow and instant parts (and the rest) in one pass:
+    """scan.split sorts a batch's rows into X, flow, instant and begin/end parts (and the rest) in one pass:
     the same rows, places, ids, args and latest times as the NumPy masks it replaced."""
     n = data.draw(st.integers(0, 40))
     ints = lambda lo, hi, t: np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), t)  # noqa: E731
@@ -630,7 +633,7 @@ def test_split_matches_the_numpy_reference(data):
     want = split_reference(c, smap, base, tid_zero)
     for k, w in want.items():
         g = got[k]
-        if k.endswith("args"):
+        if k in ("x_args", "i_args", "b_args"):
             assert g.tobytes() == w, k
         elif k.endswith("top"):
             assert g == w, k

@@ -9,6 +9,7 @@ mod flows;
 mod nest;
 mod readback;
 mod scan;
+mod stacks;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -23,5 +24,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     scan::register(m)?;
     encode::register(m)?;
     readback::register(m)?;
+    stacks::register(m)?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use rustc_hash::FxBuildHasher;
 use std::sync::Mutex;
 
-use super::{lock, F_BP, F_DUR, F_ID, F_PH, F_PID, F_S, F_TID, F_TS, SLOW};
+use super::{lock, F_ARGS, F_BP, F_DUR, F_ID, F_PH, F_PID, F_S, F_TID, F_TS, SLOW};
 use crate::nest::{column, same_length, Column};
 
 /// The (pid, tid) pairs the reader has placed, each with its id (the order it was first seen
@@ -79,6 +79,8 @@ struct Part {
     letter: Vec<u8>,
     /// flows: `bp: "e"`
     bp_e: Vec<bool>,
+    /// begins and ends: the event has an args member (an object, maybe `{}`)
+    has_args: Vec<bool>,
     /// the latest time (an X's end), i64::MIN if none
     top: i64,
 }
@@ -98,6 +100,7 @@ impl Part {
             val: Vec::with_capacity(rows),
             letter: Vec::with_capacity(rows),
             bp_e: Vec::with_capacity(rows),
+            has_args: Vec::with_capacity(rows),
             top: i64::MIN,
         }
     }
@@ -115,6 +118,7 @@ impl Part {
             val,
             letter,
             bp_e,
+            has_args,
             top,
         } = self;
         d.set_item(format!("{pre}rows"), rows.into_pyarray(py))?;
@@ -128,6 +132,7 @@ impl Part {
         d.set_item(format!("{pre}val"), val.into_pyarray(py))?;
         d.set_item(format!("{pre}letter"), letter.into_pyarray(py))?;
         d.set_item(format!("{pre}bp_e"), bp_e.into_pyarray(py))?;
+        d.set_item(format!("{pre}has_args"), has_args.into_pyarray(py))?;
         d.set_item(format!("{pre}top"), top)?;
         Ok(())
     }
@@ -142,13 +147,15 @@ impl Part {
 /// * `x_`: complete events of the plain shape (`ts`, `dur` >= 0 and `ph` "X", nothing SLOW);
 /// * `f_`: flow events (`s`/`t`/`f` with `ts` and an integer `id`, nothing SLOW);
 /// * `i_`: instants (`i`/`I`/`R` with `ts`, without `id`, nothing SLOW);
+/// * `b_`: begins and ends (`B`/`E` with `ts`, nothing SLOW), for `readers/chrome/stacks.py`;
 /// * `rest`: every other row, for the general decoder.
 ///
 /// Each part has `rows` (the row numbers), `ts` (+ `base`), `pid` (0 when missing), `tid` (when
 /// missing: 0 with `tid_zero`, else the pid), `name`/`cat` (model string ids through `smap`, 0
 /// for none), `args`/`lens` (the rows' compacted args back to back; X and instants), `val` (X: the
 /// duration; flows: the id), `letter` (flows: the phase; instants: `s`, or `t` without one),
-/// `bp_e` (flows: `bp` is "e") and `top` (the latest time, an X's end; i64 min for none).
+/// `bp_e` (flows: `bp` is "e"), `has_args` (begins and ends: an args member, maybe `{}`, which
+/// the compacted text leaves empty) and `top` (the latest time, an X's end; i64 min for none).
 /// Runs without the GIL.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
@@ -208,7 +215,7 @@ pub(super) fn split<'py>(
             "split: args_off must be one longer than the columns",
         ));
     }
-    let parts = py.detach(|| -> Result<(Part, Part, Part, Vec<i64>), String> {
+    let parts = py.detach(|| -> Result<([Part; 4], Vec<i64>), String> {
         let sid = |k: i32| -> Result<i32, String> {
             if k < 0 {
                 return Ok(0);
@@ -230,22 +237,25 @@ pub(super) fn split<'py>(
                     1
                 } else if matches!(p, b'i' | b'I' | b'R') && fl & F_ID == 0 {
                     2
+                } else if matches!(p, b'B' | b'E') {
+                    4
                 } else {
                     3
                 }
             })
             .collect();
-        let (mut rows, mut text) = ([0usize; 4], [0usize; 4]);
+        let (mut rows, mut text) = ([0usize; 5], [0usize; 5]);
         for (r, &k) in kind.iter().enumerate() {
             rows[k as usize] += 1;
             let (lo, hi) = (args_off[r], args_off[r + 1]);
             text[k as usize] += usize::try_from(hi.saturating_sub(lo)).unwrap_or(0);
         }
-        let (mut x, mut f, mut i) = (
+        let mut parts = [
             Part::with_room(rows[0], text[0]),
             Part::with_room(rows[1], 0),
             Part::with_room(rows[2], text[2]),
-        );
+            Part::with_room(rows[4], text[4]),
+        ];
         let mut rest = Vec::with_capacity(rows[3]);
         for r in 0..n {
             let k = kind[r];
@@ -255,11 +265,7 @@ pub(super) fn split<'py>(
             }
             let fl = flags[r];
             let p = ph[r];
-            let part = match k {
-                0 => &mut x,
-                1 => &mut f,
-                _ => &mut i,
-            };
+            let part = &mut parts[if k == 4 { 3 } else { k as usize }];
             let t = ts[r].wrapping_add(base);
             let pd = if fl & F_PID != 0 { pid[r] } else { 0 };
             let td = if fl & F_TID != 0 {
@@ -286,8 +292,13 @@ pub(super) fn split<'py>(
                     part.bp_e.push(fl & F_BP != 0 && bp[r] == b'e');
                     part.top = part.top.max(t);
                 }
-                _ => {
+                2 => {
                     part.letter.push(if fl & F_S != 0 { s[r] } else { b't' });
+                    part.top = part.top.max(t);
+                }
+                _ => {
+                    part.letter.push(p);
+                    part.has_args.push(fl & F_ARGS != 0);
                     part.top = part.top.max(t);
                 }
             }
@@ -303,13 +314,13 @@ pub(super) fn split<'py>(
                 part.lens.push(a.len() as i64);
             }
         }
-        Ok((x, f, i, rest))
+        Ok((parts, rest))
     });
-    let (x, f, i, rest) = parts.map_err(PyValueError::new_err)?;
+    let (parts, rest) = parts.map_err(PyValueError::new_err)?;
     let d = PyDict::new(py);
-    x.into_dict(py, &d, "x_")?;
-    f.into_dict(py, &d, "f_")?;
-    i.into_dict(py, &d, "i_")?;
+    for (part, pre) in parts.into_iter().zip(["x_", "f_", "i_", "b_"]) {
+        part.into_dict(py, &d, pre)?;
+    }
     d.set_item("rest", rest.into_pyarray(py))?;
     Ok(d)
 }

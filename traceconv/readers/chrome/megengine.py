@@ -61,10 +61,6 @@ class MegEngineReader(ChromeReader):
     missing_ts_zero = True
     missing_dur_zero = True
 
-    def __init__(self, source: Source | None = None, data: bytes | None = None) -> None:
-        super().__init__(source, data)
-        self._meta_event = False
-
     def on_header(self, header: dict[str, Any], doc: Document) -> None:
         meta = header.get("metadata")
         if meta is not None:
@@ -88,7 +84,7 @@ class MegEngineReader(ChromeReader):
                 v = us_to_ns(orjson.dumps(lt) if not isinstance(lt, str) else lt.encode())
                 if v is not None:
                     self.base_ns = v
-                    self._meta_event = True
+                    self.header_event = 0
                     self.trace.meta.extra["megengine.metadata"] = args
         for k, v in header.items():
             if k != "metadata":
@@ -96,12 +92,6 @@ class MegEngineReader(ChromeReader):
 
     def time_base(self, header: dict[str, Any], events: list[Event]) -> None:
         self.trace.meta.clock = Clock.UNIX if self.base_ns else Clock.RELATIVE
-
-    def on_events(self, events: list[Event]) -> None:
-        if self._meta_event:
-            events = events[1:]
-            self.used["metadata"] += 1
-        super().on_events(events)
 
     def finish(self) -> None:
         for p in self.trace.processes:

@@ -68,7 +68,7 @@ import json
 import math
 import re
 from array import array
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -86,6 +86,7 @@ from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENT
 from .flows import FlowPoints
 from .names import Names, name_remapped
 from .paths import ReadPaths
+from .stacks import Stacks
 from .stream import BAD_UTF8, SCAN, Rows, _ChunkFailure
 
 # Plausible Unix times in µs: 1973-03-03 .. 2100-01-01.
@@ -93,6 +94,7 @@ UNIX_US_MIN = 100_000_000_000_000
 UNIX_US_MAX = 4_102_444_800_000_000
 
 
+WRAPPED_SLICE_ARGS = "slice args that were not a JSON object were wrapped in 'args'"
 _NEVER = 2**31 - 1          # the input position of the end of a slice closed only by the trace's end
 
 # ---------------------------------------------------------------- numbers
@@ -250,16 +252,6 @@ class _TrackRef:
     track: int
 
 
-@dataclass
-class _Open:
-    ts: int
-    name: str | None
-    cat: str | None
-    args: Raw
-    seq: int
-    bind: tuple | None = None   # (bind_id, flow_in, flow_out)
-
-
 class ChromeReader(ReadPaths):
     """The generic reader.  Dialects override the class attributes and hooks below."""
 
@@ -283,7 +275,10 @@ class ChromeReader(ReadPaths):
         self.max_ts: int | None = None
         self._threads: dict[tuple[Any, Any], Thread] = {}
         self.names = Names()            # what metadata events say of processes and threads
-        self._begins: list[tuple[int, int, int, Event, Any]] = []   # (ts, seq, kind, ev, stack key)
+        self._stacks = Stacks(self.trace, compact_args)     # B/E and the like, paired at the end
+        # the input position of an event a dialect read as part of the header (MegEngine 1.5's
+        # first event holds its time base): counted as metadata, not converted
+        self.header_event = -1
         self._stack_track: dict[Any, int] = {}
         self._acc_max_ts = -(2**63)
         self._flows = FlowPoints()      # bound and linked once every slice is read (.flows)
@@ -473,9 +468,11 @@ class ChromeReader(ReadPaths):
     def _take_rows(self, buf: bytes, cols: Rows, new_strings: list[str], n: int,
                    seq0: int, table: int) -> None:
         """Rows ``0..n-1`` of the scanner's output, numbered from ``seq0`` in the file: complete
-        events of the plain shape, flow points and instants in bulk (sorted out and gathered in one
+        events of the plain shape, flow points, instants, begins and ends in bulk (sorted out and gathered in one
         pass by :func:`SCAN.split`), the rest through :meth:`_convert_events`."""
         smap = self._string_ids(new_strings, table)
+        if seq0 <= self.header_event < seq0 + n:
+            cols.flags[self.header_event - seq0] |= SCAN.SLOW      # (left to _convert_events)
         if not self._plain_times:
             # a dialect reads times its own way: every row through the general decoder
             rest = np.arange(n)
@@ -507,7 +504,11 @@ class ChromeReader(ReadPaths):
         # instants (i/I/R) without an id: straight into the instants table
         if len(k["i_rows"]):
             self._take_instants(k)
-        top = max(k["x_top"], k["f_top"], k["i_top"])
+        # begins and ends (B/E): onto their threads' stacks, paired once every event is read
+        if len(k["b_rows"]):
+            self._stacks.add_rows(k["b_ts"], k["b_rows"] + seq0, k["b_letter"] == ord("E"), k["b_pid"], k["b_tid"],
+                                  k["b_name"], k["b_cat"], k["b_args"], k["b_lens"], k["b_has_args"])
+        top = max(k["x_top"], k["f_top"], k["i_top"], k["b_top"])
         if top > self._acc_max_ts:
             self._acc_max_ts = top
         rest = k["rest"]
@@ -570,14 +571,18 @@ class ChromeReader(ReadPaths):
         dur_zero = self.missing_dur_zero
         max_ts = self._acc_max_ts
         changed_args = 0
-        begins = self._begins
+        stacks = self._stacks
         exact = bool(events) and type(events[0]) is ExactEvent
         # the common case inlined (time_ns + the base): no dialect changes how times are read
         plain = type(self).ts_converter is ChromeReader.ts_converter and not exact
         base = self.base_ns
         lim = EXACT_FLOAT_US
         floor = math.floor
+        header_event = self.header_event
         for seq, ev in (zip(seqs, events) if seqs is not None else enumerate(events, seq0)):
+            if seq == header_event:
+                used["metadata"] += 1
+                continue
             ph = ev.ph
             t = ev.ts
             if plain and type(t) is float and -lim < t < lim:
@@ -665,7 +670,7 @@ class ChromeReader(ReadPaths):
             if ts > max_ts:
                 max_ts = ts
             if ph == "B" or ph == "E":
-                begins.append((ts, seq, 0 if ph == "B" else 1, ev, ("t", pid, tid)))
+                stacks.add(ts, seq, ph == "E", ("t", pid, tid), ev.name, ev.cat, ev.args, _bind(ev))
             elif ph == "i" or ph == "I" or ph == "R" or (ph == "n" and ev.id is None and not ev.id2):
                 self._instant(ev, ts, pid, tid)
             elif ph == "C":
@@ -803,7 +808,7 @@ class ChromeReader(ReadPaths):
     def _async_event(self, ev: Event, ts: int, pid: Any, tid: Any, seq: int) -> None:
         ph = ev.ph
         if ph in ("b", "e") and self.on_async(ev) == "thread":
-            self._begins.append((ts, seq, 0 if ph == "b" else 1, ev, ("t", pid, tid)))
+            self._stacks.add(ts, seq, ph == "e", ("t", pid, tid), ev.name, ev.cat, ev.args, _bind(ev))
             return
         if ev.id is not None:
             scope: Any = pid
@@ -829,9 +834,9 @@ class ChromeReader(ReadPaths):
             if key not in self._stack_track:
                 p = self.trace.process(pid) if scope is not None else None
                 self._stack_track[key] = self.trace.new_track(TrackKind.ASYNC, ev.name or "async", p).id
-            self._begins.append((ts, seq, 0, ev, key))
+            self._stacks.add(ts, seq, 0, key, ev.name, ev.cat, ev.args, _bind(ev))
         elif ph in ("e", "F"):
-            self._begins.append((ts, seq, 1, ev, key))
+            self._stacks.add(ts, seq, 1, key, ev.name, ev.cat, ev.args)
         else:   # n, T, p: instants on the async track
             if key not in self._stack_track:
                 p = self.trace.process(pid) if scope is not None else None
@@ -849,7 +854,7 @@ class ChromeReader(ReadPaths):
         track = self.frame_track(ev, pid, tid)
         key = ("f", track)
         self._stack_track[key] = track
-        self._begins.append((ts, seq, 0 if ev.ph == "(" else 1, ev, key))
+        self._stacks.add(ts, seq, ev.ph == ")", key, ev.name, ev.cat, ev.args, _bind(ev))
 
     def _stack_target(self, key: Any) -> int:
         if key[0] == "t":
@@ -857,77 +862,66 @@ class ChromeReader(ReadPaths):
         return self._stack_track[key]
 
     def _match_begins(self) -> None:
-        begins = self._begins
-        if not begins:
+        """The slices the begins and ends make (:mod:`.stacks`), added to the model in bulk."""
+        st = self._stacks
+        if not len(st):
             return
-        begins.sort(key=lambda b: (b[0], b[1]))
-        stacks: dict[Any, list[_Open]] = defaultdict(list)
-        unmatched_end = 0
-        cut_short = 0
-        end_note = self.unmatched_end_note
-        for ts, seq, kind, ev, key in begins:
-            stack = stacks[key]
-            if kind == 0:
-                bind = (flow_id(ev.bind_id), ev.flow_in, ev.flow_out) if ev.bind_id is not None else None
-                stack.append(_Open(ts, ev.name, ev.cat, ev.args, seq, bind))
-                continue
-            # an end: the innermost open slice with the same name and category
-            name, cat = ev.name, ev.cat
-            k = len(stack) - 1
-            if name or cat:
-                while k >= 0 and not ((not name or stack[k].name == name) and (not cat or stack[k].cat == cat)):
-                    k -= 1
-            if k < 0:
-                unmatched_end += 1
-                continue
-            target = self._stack_target(key)
-            while len(stack) > k + 1:
-                self._close(stack.pop(), ts, None, target, seq)
-                cut_short += 1
-            self._close(stack.pop(), ts, ev, target, seq)
-        if unmatched_end:
-            self.drop(WarningCode.UNMATCHED_END, "end events (E) with no open begin on their thread were "
-                      "dropped" + end_note, unmatched_end)
-        if cut_short:
-            self.warn(WarningCode.UNMATCHED_BEGIN, "begins still open when an enclosing slice ended were ended "
-                      "with it (as Perfetto does)", cut_short)
-        left = 0
         end = self.max_ts if self.max_ts is not None else 0
-        for key, stack in stacks.items():
-            if not stack:
-                continue
-            target = self._stack_target(key)
-            for o in stack:
-                self._close(o, max(end, o.ts), None, target, _NEVER)
-                left += 1
+        m = st.match(end, _NEVER)
+        begin, ended = m["begin"], m["end"]
+        if len(begin):
+            # each stack's track, made in the order the slices close (a thread has its track
+            # made by its first slice, as before)
+            keys = np.frombuffer(st.key, np.int32)[begin]
+            used, first = np.unique(keys, return_index=True)
+            by_key = {k: key for key, k in st.keys.items()}
+            track = np.zeros(len(st.keys), np.int32)
+            for k in used[np.argsort(first, kind="stable")].tolist():
+                track[k] = self._stack_target(by_key[k])
+            args, changed = st.slice_args(begin, ended)
+            name, cat = st.names(begin)
+            ts = np.frombuffer(st.ts, np.int64)[begin]
+            s = self.trace.slices
+            s.depth = s.parent = None
+            first_slice = len(s.ts)
+            s.ts.frombytes(ts.tobytes())
+            s.dur.frombytes((m["end_ts"] - ts).tobytes())
+            s.track.frombytes(track[keys].tobytes())
+            s.name.frombytes(name.astype(np.int32).tobytes())
+            s.cat.frombytes(cat.astype(np.int32).tobytes())
+            s.args.extend(args)
+            self._bseq.frombytes(np.frombuffer(st.seq, np.int64)[begin].astype(np.int32).tobytes())
+            self._eseq.frombytes(m["end_seq"].astype(np.int32).tobytes())
+            if st.binds:
+                for j in np.flatnonzero(np.isin(begin, list(st.binds))).tolist():
+                    b = st.binds[int(begin[j])]
+                    self._flows.binds.append((b[0], first_slice + j, b[1], b[2], int(ts[j])))
+            self.used["slice from begin/end"] += len(begin) + int(np.count_nonzero(ended >= 0))
+        else:
+            changed = np.zeros(0, bool)
+        # the warnings in the order they were first given when each pair was closed in turn
+        left = m["left_open"]
+        wrapped = int(np.count_nonzero(changed[:len(changed) - left]))
+        if wrapped:
+            self.warn(WarningCode.CLAMPED_VALUE, WRAPPED_SLICE_ARGS, wrapped)
+        if m["unmatched_end"]:
+            self.drop(WarningCode.UNMATCHED_END, "end events (E) with no open begin on their thread were "
+                      "dropped" + self.unmatched_end_note, m["unmatched_end"])
+        if m["cut_short"]:
+            self.warn(WarningCode.UNMATCHED_BEGIN, "begins still open when an enclosing slice ended were ended "
+                      "with it (as Perfetto does)", m["cut_short"])
+        wrapped = int(np.count_nonzero(changed[len(changed) - left:])) if left else 0
+        if wrapped:
+            self.warn(WarningCode.CLAMPED_VALUE, WRAPPED_SLICE_ARGS, wrapped)
         if left:
             self.warn(WarningCode.UNMATCHED_BEGIN, "begin events (B) never ended were ended at the end of the "
                       "trace" + self.unmatched_begin_note, left)
-        self._begins = []
+        self._stacks = Stacks(self.trace, compact_args)
 
-    def _close(self, o: _Open, end_ts: int, end_ev: Event | None, track: int, end_seq: int) -> None:
-        args = o.args
-        if end_ev is not None and len(end_ev.args):
-            if len(args):
-                try:
-                    a = orjson.loads(memoryview(args))
-                    b = orjson.loads(memoryview(end_ev.args))
-                    if isinstance(a, dict) and isinstance(b, dict):
-                        merged = {**a, **b}
-                        args = Raw(orjson.dumps(merged))
-                except orjson.JSONDecodeError:
-                    pass
-            else:
-                args = end_ev.args
-        a, ch = compact_args(args)
-        if ch:
-            self.warn(WarningCode.CLAMPED_VALUE, "slice args that were not a JSON object were wrapped in 'args'")
-        i = self.trace.add_slice(track, o.ts, end_ts - o.ts, o.name or "", o.cat, a)
-        self._bseq.append(o.seq)
-        self._eseq.append(end_seq)
-        if o.bind is not None:
-            self._flows.binds.append((o.bind[0], i, o.bind[1], o.bind[2], o.ts))
-        self.used["slice from begin/end"] += 1 + (end_ev is not None)
+
+def _bind(ev: Event) -> tuple | None:
+    """A begin's flow binding (v2 flows: ``bind_id``, ``flow_in``, ``flow_out``), if it has one."""
+    return (flow_id(ev.bind_id), ev.flow_in, ev.flow_out) if ev.bind_id is not None else None
 
 
 def timed_ns(events: list[Event]) -> Iterator[int]:

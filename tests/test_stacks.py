@@ -1,0 +1,117 @@
+"""Begin/end pairs into slices (rust/src/stacks.rs behind traceconv/readers/chrome/stacks.py): the
+compiled pairing against the Python loop it replaced, and what a slice is made of."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import traceconv
+from traceconv._native import _core
+
+NEVER = 2**31 - 1
+
+
+def match_reference(rows: list[tuple[int, int, int, int, int, int]], last: int) -> dict:
+    """The pairing as the reader's ``_match_begins`` stated it in Python (rows: ts, seq, kind,
+    key, name, cat; 0 is no name)."""
+    order = sorted(range(len(rows)), key=lambda r: (rows[r][0], rows[r][1]))
+    stacks: dict[int, list[int]] = {}
+    out: dict = {"begin": [], "end": [], "end_ts": [], "end_seq": [], "unmatched_end": 0, "cut_short": 0,
+                 "left_open": 0}
+
+    def close(b: int, e: int, ts: int, seq: int) -> None:
+        for k, v in zip(("begin", "end", "end_ts", "end_seq"), (b, e, ts, seq)):
+            out[k].append(v)
+
+    for r in order:
+        ts, seq, kind, key, name, cat = rows[r]
+        stack = stacks.setdefault(key, [])
+        if kind == 0:
+            stack.append(r)
+            continue
+        k = len(stack) - 1
+        if name or cat:
+            while k >= 0 and not ((not name or rows[stack[k]][4] == name) and (not cat or rows[stack[k]][5] == cat)):
+                k -= 1
+        if k < 0:
+            out["unmatched_end"] += 1
+            continue
+        while len(stack) > k + 1:
+            close(stack.pop(), -1, ts, seq)
+            out["cut_short"] += 1
+        close(stack.pop(), r, ts, seq)
+    for stack in stacks.values():
+        for b in stack:
+            close(b, -1, max(last, rows[b][0]), NEVER)
+            out["left_open"] += 1
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 1), st.integers(0, 2), st.integers(-3, 2),
+                          st.integers(0, 2)), max_size=40), st.integers(-5, 10))
+def test_pairing_matches_the_python_reference(events, last):
+    """Ties in time keep the input order; an end closes the innermost open begin of its name and
+    category, cutting short those above it; pending names (negative ids) compare as any other."""
+    rows = [(ts, seq, kind, key, name, cat) for seq, (ts, kind, key, name, cat) in enumerate(events)]
+    cols = [np.array([r[i] for r in rows], t) for i, t in
+            enumerate((np.int64, np.int64, np.uint8, np.int32, np.int32, np.int32))]
+    got = _core.stacks.match(*cols, last, NEVER)
+    want = match_reference(rows, last)
+    for k, w in want.items():
+        g = got[k]
+        assert (g.tolist() if hasattr(g, "tolist") else g) == w, k
+
+
+def _slices(text: str, tmp_path) -> list[tuple]:
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [' + text + "]}")
+    tr = traceconv.load(p)
+    s, names = tr.slices, tr.strings
+    return sorted((names[s.name[i]], s.ts[i], s.dur[i], s.args[i]) for i in range(len(s.ts)))
+
+
+def test_a_slice_takes_its_begins_args_its_ends_or_both_merged(tmp_path):
+    """The begin's args (their text kept); the end's when the begin has none; both merged, the
+    end's keys last, when both have some -- an end's empty object too (the scanner compacts it
+    to nothing, yet the rows still merge, re-written as orjson writes them).  The same through
+    the general decoder (a `bind_id` sends a row there)."""
+    ev = [
+        '{"ph": "B", "name": "a", "ts": 1, "pid": 1, "tid": 1, "args": {"x": 1, "y": 1.50}}',
+        '{"ph": "E", "ts": 2, "pid": 1, "tid": 1}',
+        '{"ph": "B", "name": "b", "ts": 3, "pid": 1, "tid": 1}',
+        '{"ph": "E", "ts": 4, "pid": 1, "tid": 1, "args": {"z": [1, 2]}}',
+        '{"ph": "B", "name": "c", "ts": 5, "pid": 1, "tid": 1, "args": {"x": 1, "y": 2}}',
+        '{"ph": "E", "ts": 6, "pid": 1, "tid": 1, "args": {"y": 3, "w": "v"}}',
+        '{"ph": "B", "name": "d", "ts": 7, "pid": 1, "tid": 1, "args": {"y": 1.50}}',
+        '{"ph": "E", "ts": 8, "pid": 1, "tid": 1, "args": { }}',
+    ]
+    want = [("a", 1000, 1000, b'{"x":1,"y":1.50}'), ("b", 3000, 1000, b'{"z":[1,2]}'),
+            ("c", 5000, 1000, b'{"x":1,"y":3,"w":"v"}'), ("d", 7000, 1000, b'{"y":1.5}')]
+    assert _slices(",".join(ev), tmp_path) == want
+    general = [e.replace('"ph": "B",', '"ph": "B", "bind_id": 9,') for e in ev]
+    got = _slices(",".join(general), tmp_path)      # (the general decoder keeps the spaces)
+    assert [(n, t, d, json.loads(a)) for n, t, d, a in got] == [(n, t, d, json.loads(a)) for n, t, d, a in want]
+    assert got[3][3] == b'{"y":1.5}'
+
+
+def test_pairs_across_the_scanner_and_the_general_decoder(tmp_path):
+    """A begin read by the scanner and its end by the general decoder (an escaped name) pair on one
+    stack: names compare by their text, whichever path interned them."""
+    ev = [{"ph": "B", "name": "é", "ts": 1, "pid": 1, "tid": 2},
+          {"ph": "B", "name": "inner", "ts": 2, "pid": 1, "tid": 2},
+          {"ph": "E", "name": "\u00e9", "ts": 5, "pid": 1, "tid": 2, "bind_id": 3}]
+    text = json.dumps({"traceEvents": ev}, ensure_ascii=False).replace('"name": "é", "ts": 5',
+                                                                      '"name": "\\u00e9", "ts": 5')
+    p = tmp_path / "t.json"
+    p.write_text(text, encoding="utf-8")
+    tr = traceconv.load(p)
+    s, names = tr.slices, tr.strings
+    got = sorted((names[s.name[i]], s.ts[i], s.dur[i]) for i in range(len(s.ts)))
+    assert got == [("inner", 2000, 3000), ("é", 1000, 4000)]
+    cut = [w.count for w in tr.diagnostics.warnings if w.code.value == "unmatched-begin"]
+    assert cut == [1]                                           # inner, cut short by é's end
