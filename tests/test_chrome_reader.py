@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import orjson
@@ -367,3 +368,28 @@ def test_scanned_batches_do_not_depend_on_how_many_names_a_file_has(monkeypatch)
     pids = {p.id: p.pid for p in t.processes}
     order = [(pids[th.process], th.tid) for th in t.threads]
     assert order == sorted(order) and (0, 203) in order and (4037, 4037) in order
+
+
+def test_counters_read_in_bulk_and_one_by_one_land_alike(tmp_path):
+    """Counters the scanner takes in bulk (every member a number) and those it leaves to the general
+    decoder (all of a batch's, when one has a string value, an id or an exponent) get the same
+    tracks, names and values: a member named ``value`` or as the event is the counter's own name,
+    any other ``name key``."""
+    plain = ['{"ph": "C", "name": "mem", "pid": 1, "ts": 1, "args": {"value": 5, "free": 2.50}}',
+             '{"ph": "C", "name": "cpu", "pid": 2, "ts": 3, "args": {"cpu": -0, "big": 18446744073709551615}}',
+             '{"ph": "C", "name": "cpu", "pid": 2, "ts": 4, "args": {"cpu": 0.1}}',
+             '{"ph": "C", "name": "mem", "pid": 1, "ts": 2, "args": {"value": 7, "free": 1.0}}']
+    other = ['{"ph": "C", "name": "q", "pid": 2, "ts": 5, "id": 3, "args": {"n": "1"}}']
+
+    def samples(events: list[str]) -> list[tuple]:
+        p = tmp_path / "c.json"
+        p.write_text('{"traceEvents": [' + ",".join(events) + "]}")
+        tr = traceconv.load(p)
+        c = tr.counters
+        assert not any(math.copysign(1, v) < 0 for v in c.value)      # "-0": the integer 0, as orjson reads it
+        return [(tr.tracks[c.track[i]].name, c.ts[i], c.value[i]) for i in range(len(c))]
+
+    want = [("mem", 1000, 5.0), ("mem free", 1000, 2.5), ("cpu", 3000, 0.0), ("cpu big", 3000, 18446744073709551615.0),
+            ("cpu", 4000, 0.1), ("mem", 2000, 7.0), ("mem free", 2000, 1.0)]
+    assert samples(plain) == want                                     # in bulk
+    assert samples(plain + other) == want + [("q id: 3 n", 5000, 1.0)]   # one by one, in the file's order

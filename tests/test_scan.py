@@ -566,6 +566,32 @@ def test_pairs_give_each_pair_one_id_in_first_seen_order(batches):
         pairs.ids(np.zeros(2, np.int64), np.zeros(3, np.int64))
 
 
+# counters' args texts: what split takes (numbers a double holds as Python reads them) and what it
+# leaves to the general decoder (other values, `{}`, a key twice, exponents, integers past 64 bits)
+COUNTER_ARGS = [b'{"a":1}', b'{"a":1.5,"b":-0}', b'{"b":-0.0,"a":2}', b'{"v":0.1,"w":123456789012345678}',
+                b'{"v":18446744073709551615}', b'{"v":-9223372036854775808}', b'{"v":18446744073709551616}',
+                b'{"v":1e3}', b'{"a":"1"}', b'{"a":true}', b'{}', b'{"a":1,"a":2}', b'{"a\\"b":7}',
+                b'{"a":[1]}', b'{"a":null}']
+
+
+def counter_members(text: bytes) -> list | None:
+    """A counter's members as ``scan.split`` reads them, stated with Python's json: every value an
+    integer of at most 64 bits or a decimal without exponent (as a double), no key twice."""
+    def bad(_: str) -> None:
+        raise ValueError
+    try:
+        pairs = json.loads(text.decode("utf-8"), object_pairs_hook=list, parse_constant=bad,
+                           parse_float=lambda t: bad(t) if "e" in t or "E" in t else float(t),
+                           parse_int=lambda t: float(int(t)) if -2**63 <= int(t) < 2**64 else bad(t))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(pairs, list) or not pairs or len({k for k, _ in pairs}) != len(pairs):
+        return None
+    if not all(type(v) is float for _, v in pairs):
+        return None
+    return pairs
+
+
 def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dict:
     """What ``scan.split`` gives, as the reader computed it with NumPy before the kernel (the masks
     of ``ChromeReader._take_rows``)."""
@@ -579,7 +605,13 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dic
     need = S.F_TS | S.F_PH
     i = ((flags & (S.SLOW | need | S.F_ID)) == need) & np.isin(ph, list(b"iIR"))
     b = ((flags & (S.SLOW | need)) == need) & np.isin(ph, list(b"BE")) & ~x
-    out: dict = {"rest": np.flatnonzero(~(x | f | i | b))}
+    text = [c["args"][c["args_off"][r]:c["args_off"][r + 1]].tobytes() for r in range(len(flags))]
+    members = [counter_members(t) if ok else None for t, ok in
+               zip(text, ((flags & (S.SLOW | need | S.F_ID | S.F_ARGS)) == need | S.F_ARGS) & (ph == ord("C")))]
+    cnt = np.array([m is not None for m in members], bool)
+    if (~cnt & (ph == ord("C")) & ~(x | f | i | b)).any():
+        cnt[:] = False                       # (a counter left to the general decoder: all of them)
+    out: dict = {"rest": np.flatnonzero(~(x | f | i | b | cnt))}
     pid = np.where(flags & S.F_PID, c["pid"], 0)
     tid = np.where(flags & S.F_TID, c["tid"], 0 if tid_zero else pid)
     for pre, m in (("x_", x), ("f_", f), ("i_", i), ("b_", b)):
@@ -597,7 +629,21 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dic
     out["i_letter"] = np.where(flags[i] & S.F_S, c["s"][i], ord("t"))
     out["b_letter"] = ph[b]
     out["b_has_args"] = (flags[b] & S.F_ARGS) != 0
-    ends = {"x_": out["x_ts"] + out["x_val"], "f_": out["f_ts"], "i_": out["i_ts"], "b_": out["b_ts"]}
+    combos: dict = {}
+    out["c_rows"], out["c_new"] = np.flatnonzero(cnt), []
+    ts, ids, value = [], [], []
+    for r in out["c_rows"].tolist():
+        for key, v in members[r]:
+            combo = (int(pid[r]), int(name_id[r]), key)
+            if combo not in combos:
+                combos[combo] = len(combos)
+                out["c_new"].append(combo)
+            ts.append(c["ts"][r] + base)
+            ids.append(combos[combo])
+            value.append(v)
+    out["c_ts"], out["c_ids"], out["c_value"] = np.array(ts, np.int64), np.array(ids, np.int64), np.array(value)
+    ends = {"x_": out["x_ts"] + out["x_val"], "f_": out["f_ts"], "i_": out["i_ts"], "b_": out["b_ts"],
+            "c_": out["c_ts"]}
     for pre, e in ends.items():
         out[pre + "top"] = int(e.max()) if len(e) else -(2**63)
     return out
@@ -614,7 +660,8 @@ def test_split_matches_the_numpy_reference(data):
     flags = np.array([sum(b for b in bits if data.draw(st.booleans()) or b in (S.F_TS, S.F_PH) and
                           data.draw(st.booleans())) for _ in range(n)], np.int32)
     nstr = data.draw(st.integers(0, 5))
-    lens = ints(0, 6, np.int64)
+    texts = data.draw(st.lists(st.one_of(st.binary(max_size=6), st.sampled_from(COUNTER_ARGS)), min_size=n, max_size=n))
+    lens = np.array([len(t) for t in texts], np.int64)
     c = {"flags": flags, "ph": np.array(data.draw(st.lists(st.sampled_from(list(b"XstfiIRBEMC\0")), min_size=n,
                                                            max_size=n)), np.uint8),
          "name": ints(-1, nstr - 1, np.int32), "cat": ints(-1, nstr - 1, np.int32),
@@ -623,19 +670,18 @@ def test_split_matches_the_numpy_reference(data):
          "s": np.array(data.draw(st.lists(st.sampled_from(list(b"gpt\0")), min_size=n, max_size=n)), np.uint8),
          "bp": np.array(data.draw(st.lists(st.sampled_from(list(b"e\0x")), min_size=n, max_size=n)), np.uint8),
          "args_off": np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)}
-    c["args"] = np.frombuffer(bytes(data.draw(st.binary(min_size=int(lens.sum()), max_size=int(lens.sum())))),
-                              np.uint8)
+    c["args"] = np.frombuffer(b"".join(texts), np.uint8)
     smap = np.array(data.draw(st.lists(st.integers(0, 100), min_size=nstr, max_size=nstr)), np.int32)
     base = data.draw(st.integers(0, 2**61))
     tid_zero = data.draw(st.booleans())
     got = S.split(c["flags"], c["ph"], c["name"], c["cat"], c["ts"], c["dur"], c["pid"], c["tid"], c["id"],
-                  c["s"], c["bp"], c["args"], c["args_off"], smap, base, tid_zero)
+                  c["s"], c["bp"], c["args"], c["args_off"], smap, base, tid_zero, S.Counters())
     want = split_reference(c, smap, base, tid_zero)
     for k, w in want.items():
         g = got[k]
         if k in ("x_args", "i_args", "b_args"):
             assert g.tobytes() == w, k
-        elif k.endswith("top"):
+        elif k.endswith("top") or k == "c_new":
             assert g == w, k
         else:
             assert g.tolist() == w.tolist(), k
@@ -644,15 +690,16 @@ def test_split_matches_the_numpy_reference(data):
 def test_split_refuses_columns_that_do_not_fit():
     z8, z32, z64 = np.zeros(2, np.uint8), np.zeros(2, np.int32), np.zeros(2, np.int64)
     with pytest.raises(ValueError):            # args_off one short
-        S.split(z32, z8, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, z64, np.zeros(1, np.int32), 0, False)
+        S.split(z32, z8, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, z64, np.zeros(1, np.int32), 0, False,
+                S.Counters())
     flags = np.full(2, S.F_TS | S.F_PH, np.int32)
     ph = np.array(list(b"ii"), np.uint8)
     with pytest.raises(ValueError):            # a string with no model id
         S.split(flags, ph, np.array([3, 0], np.int32), z32, z64, z64, z64, z64, z64, z8, z8, z8,
-                np.zeros(3, np.int64), np.zeros(1, np.int32), 0, False)
+                np.zeros(3, np.int64), np.zeros(1, np.int32), 0, False, S.Counters())
     with pytest.raises(ValueError):            # args outside the data
         S.split(flags, ph, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, np.array([0, 5, 9]),
-                np.zeros(1, np.int32), 0, False)
+                np.zeros(1, np.int32), 0, False, S.Counters())
 
 
 @pytest.mark.parametrize("key", ["name", "cat", "ph", "s", "bp"])

@@ -128,7 +128,14 @@ fn match_pairs<'py>(
     let (key, name, cat) = (column(&key), column(&name), column(&cat));
     same_length(
         "match",
-        &[ts.len(), seq.len(), kind.len(), key.len(), name.len(), cat.len()],
+        &[
+            ts.len(),
+            seq.len(),
+            kind.len(),
+            key.len(),
+            name.len(),
+            cat.len(),
+        ],
     )?;
     let out = py
         .detach(|| match_kernel(&ts, &seq, &kind, &key, &name, &cat, last, never))

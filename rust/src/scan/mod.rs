@@ -887,13 +887,14 @@ mod rows;
 mod text;
 
 use memory::memory_values;
-use rows::{split, Pairs};
+use rows::{split, Counters, Pairs};
 use text::{deep_spans, is_utf8, skip_ws, value_end};
 
 pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(core.py(), "scan")?;
     m.add_class::<Strings>()?;
     m.add_class::<Pairs>()?;
+    m.add_class::<Counters>()?;
     m.add_function(wrap_pyfunction!(scan, &m)?)?;
     m.add_function(wrap_pyfunction!(split, &m)?)?;
     m.add_function(wrap_pyfunction!(memory_values, &m)?)?;

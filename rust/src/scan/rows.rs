@@ -7,6 +7,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rustc_hash::FxBuildHasher;
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use std::fmt;
 use std::sync::Mutex;
 
 use super::{lock, F_ARGS, F_BP, F_DUR, F_ID, F_PH, F_PID, F_S, F_TID, F_TS, SLOW};
@@ -61,6 +66,100 @@ impl Pairs {
     }
 }
 
+/// The counter tracks the reader has made of the scanner's `C` rows: one per (pid, the event's
+/// name id, the args key), numbered in the order first seen, as [`Pairs`] numbers threads.
+#[pyclass(frozen, module = "traceconv._core.scan")]
+pub struct Counters {
+    table: Mutex<CounterTable>,
+}
+
+#[derive(Default)]
+struct CounterTable {
+    keys: IndexSet<Box<str>, FxBuildHasher>,
+    combos: IndexSet<(i64, i32, u32), FxBuildHasher>,
+}
+
+#[pymethods]
+impl Counters {
+    #[new]
+    fn new() -> Self {
+        Counters {
+            table: Mutex::new(CounterTable::default()),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        lock(&self.table).combos.len()
+    }
+}
+
+/// A counter event's members: (key, value) in text order.
+type Members<'a> = SmallVec<[(Cow<'a, str>, f64); 4]>;
+
+/// A `C` event's samples, from its compacted args text: `(key, value)` per member, in text order;
+/// None unless every member is a number a double holds as Python's `float()` of orjson's value
+/// would (an integer of at most 64 bits, or a plain decimal) and no key repeats -- any other
+/// event the general decoder reads (a string or boolean value, `{}`, a key twice).
+fn counter_samples(args: &[u8]) -> Option<Members<'_>> {
+    struct Samples<'de>(Members<'de>, bool);
+    impl<'de> Deserialize<'de> for Samples<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Samples<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("an args object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                    let mut out = Samples(SmallVec::new(), true);
+                    while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+                        let raw = map.next_value::<&'de RawValue>()?.get();
+                        let v = number(raw);
+                        match v {
+                            Some(x) if out.1 && !out.0.iter().any(|(q, _)| *q == k) => {
+                                out.0.push((k, x))
+                            }
+                            _ => out.1 = false,
+                        }
+                    }
+                    Ok(out)
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    let Samples(samples, ok) = serde_json::from_slice::<Samples>(args).ok()?;
+    (ok && !samples.is_empty()).then_some(samples)
+}
+
+/// A number token as a double, as Python's `float()` of what orjson reads it as: an integer of at
+/// most 64 bits rounded to the nearest double, a decimal without exponent correctly rounded; None
+/// for anything else (a bigger integer, which orjson reads as a double of its own, is left to it).
+fn number(raw: &str) -> Option<f64> {
+    let b = raw.as_bytes();
+    if !matches!(b.first(), Some(b'-' | b'0'..=b'9')) || b.iter().any(|&c| c == b'e' || c == b'E') {
+        return None;
+    }
+    if b.contains(&b'.') {
+        return raw.parse::<f64>().ok();
+    }
+    raw.parse::<i64>()
+        .map(|v| v as f64)
+        .or_else(|_| raw.parse::<u64>().map(|v| v as f64))
+        .ok()
+}
+
+/// The counters of a batch (see [`split`]): a sample per member of each `C` row's args.
+struct CounterPart {
+    rows: Vec<i64>,
+    ts: Vec<i64>,
+    /// each sample's counter (the [`Counters`] table's number of its pid, name and key)
+    ids: Vec<i64>,
+    value: Vec<f64>,
+    /// the counters this batch added to the table, in number order: (pid, name id, key)
+    new: Vec<(i64, i32, String)>,
+    top: i64,
+}
 
 /// One category of a batch's rows (see [`split`]): the rows, their place, names and times, and
 /// (X rows and instants) their args gathered back to back.
@@ -138,8 +237,8 @@ impl Part {
     }
 }
 
-/// split(flags, ph, name, cat, ts, dur, pid, tid, id, s, bp, args, args_off, smap, base, tid_zero)
-/// -> dict
+/// split(flags, ph, name, cat, ts, dur, pid, tid, id, s, bp, args, args_off, smap, base, tid_zero,
+/// counters) -> dict
 ///
 /// The rows of one `scan` call sorted into what the reader takes in bulk, in one pass (the rules
 /// `ChromeReader._take_rows` states):
@@ -148,6 +247,10 @@ impl Part {
 /// * `f_`: flow events (`s`/`t`/`f` with `ts` and an integer `id`, nothing SLOW);
 /// * `i_`: instants (`i`/`I`/`R` with `ts`, without `id`, nothing SLOW);
 /// * `b_`: begins and ends (`B`/`E` with `ts`, nothing SLOW), for `readers/chrome/stacks.py`;
+/// * `c_`: counters (`C` with `ts` and args, without `id`, nothing SLOW, every member a number
+///   (`counter_samples`), when every counter of the batch is so -- else all go to the rest): `rows`, then per sample (a member) `ts` (+ `base`), `ids` (its
+///   counter's number in the `counters` table: pid (0 when missing), name id, key), `value`;
+///   `new` the counters this call numbered, as (pid, name id, key); `top`;
 /// * `rest`: every other row, for the general decoder.
 ///
 /// Each part has `rows` (the row numbers), `ts` (+ `base`), `pid` (0 when missing), `tid` (when
@@ -177,7 +280,9 @@ pub(super) fn split<'py>(
     smap: Column<'py, i32>,
     base: i64,
     tid_zero: bool,
+    counters: Bound<'py, Counters>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let counters = counters.get();
     let (flags, ph, name, cat) = (column(&flags), column(&ph), column(&name), column(&cat));
     let (ts, dur, pid, tid, id) = (
         column(&ts),
@@ -215,7 +320,7 @@ pub(super) fn split<'py>(
             "split: args_off must be one longer than the columns",
         ));
     }
-    let parts = py.detach(|| -> Result<([Part; 4], Vec<i64>), String> {
+    let parts = py.detach(|| -> Result<([Part; 4], Vec<i64>, CounterPart), String> {
         let sid = |k: i32| -> Result<i32, String> {
             if k < 0 {
                 return Ok(0);
@@ -226,9 +331,16 @@ pub(super) fn split<'py>(
         };
         // which part each row goes to (3: the rest), and each part's size: the parts' columns
         // are made once at their size, not by doubling
-        let kind: Vec<u8> = (0..n)
+        // the counters' samples: (row, its members as keys and values)
+        let mut samples = Vec::new();
+        let mut kind: Vec<u8> = (0..n)
             .map(|r| {
                 let (fl, p) = (flags[r], ph[r]);
+                let args_of = |r: usize| {
+                    let lo = usize::try_from(args_off[r]).ok()?;
+                    let hi = usize::try_from(args_off[r + 1]).ok()?;
+                    args.get(lo..hi)
+                };
                 if fl & (SLOW | F_TS | F_PH) != (F_TS | F_PH) {
                     3
                 } else if p == b'X' && fl & F_DUR != 0 && dur[r] >= 0 {
@@ -239,12 +351,26 @@ pub(super) fn split<'py>(
                     2
                 } else if matches!(p, b'B' | b'E') {
                     4
+                } else if p == b'C' && fl & (F_ID | F_ARGS) == F_ARGS {
+                    match args_of(r).and_then(counter_samples) {
+                        Some(v) => {
+                            samples.push((r, v));
+                            5
+                        }
+                        None => 3,
+                    }
                 } else {
                     3
                 }
             })
             .collect();
-        let (mut rows, mut text) = ([0usize; 5], [0usize; 5]);
+        // a batch with a counter left to the general decoder leaves it all of them: the samples
+        // stay in the file's order (at one time on one track, the order is what a viewer shows)
+        if kind.iter().zip(ph.iter()).any(|(&k, &p)| k == 3 && p == b'C') {
+            kind.iter_mut().filter(|k| **k == 5).for_each(|k| *k = 3);
+            samples.clear();
+        }
+        let (mut rows, mut text) = ([0usize; 6], [0usize; 6]);
         for (r, &k) in kind.iter().enumerate() {
             rows[k as usize] += 1;
             let (lo, hi) = (args_off[r], args_off[r + 1]);
@@ -262,6 +388,9 @@ pub(super) fn split<'py>(
             if k == 3 {
                 rest.push(r as i64);
                 continue;
+            }
+            if k == 5 {
+                continue; // (a counter: its samples, below)
             }
             let fl = flags[r];
             let p = ph[r];
@@ -314,14 +443,51 @@ pub(super) fn split<'py>(
                 part.lens.push(a.len() as i64);
             }
         }
-        Ok((parts, rest))
+        // counters: a sample per member, on the counter track of (pid, name, key)
+        let n_samples: usize = samples.iter().map(|(_, v)| v.len()).sum();
+        let mut c = CounterPart {
+            rows: Vec::with_capacity(samples.len()),
+            ts: Vec::with_capacity(n_samples),
+            ids: Vec::with_capacity(n_samples),
+            value: Vec::with_capacity(n_samples),
+            new: Vec::new(),
+            top: i64::MIN,
+        };
+        let mut t = lock(&counters.table);
+        let CounterTable { keys, combos } = &mut *t;
+        for (r, members) in samples {
+            let t = ts[r].wrapping_add(base);
+            let pd = if flags[r] & F_PID != 0 { pid[r] } else { 0 };
+            let nm = sid(name[r])?;
+            c.rows.push(r as i64);
+            c.top = c.top.max(t);
+            for (k, v) in members {
+                let kid = match keys.get_index_of(&*k) {
+                    Some(i) => i,
+                    None => keys.insert_full(Box::from(&*k)).0,
+                } as u32;
+                let (id, added) = combos.insert_full((pd, nm, kid));
+                if added {
+                    c.new.push((pd, nm, k.into_owned()));
+                }
+                c.ts.push(t);
+                c.ids.push(id as i64);
+                c.value.push(v);
+            }
+        }
+        Ok((parts, rest, c))
     });
-    let (parts, rest) = parts.map_err(PyValueError::new_err)?;
+    let (parts, rest, c) = parts.map_err(PyValueError::new_err)?;
     let d = PyDict::new(py);
     for (part, pre) in parts.into_iter().zip(["x_", "f_", "i_", "b_"]) {
         part.into_dict(py, &d, pre)?;
     }
+    d.set_item("c_rows", c.rows.into_pyarray(py))?;
+    d.set_item("c_ts", c.ts.into_pyarray(py))?;
+    d.set_item("c_ids", c.ids.into_pyarray(py))?;
+    d.set_item("c_value", c.value.into_pyarray(py))?;
+    d.set_item("c_new", c.new)?;
+    d.set_item("c_top", c.top)?;
     d.set_item("rest", rest.into_pyarray(py))?;
     Ok(d)
 }
-

@@ -293,6 +293,8 @@ class ChromeReader(ReadPaths):
         self._eseq = array("i")        # ... and of the one that ended it (-1: an X, closed lazily)
         self._pairs: Any = None        # the (pid, tid) pairs of the scanner's rows (SCAN.Pairs) ...
         self._pair_track = np.zeros(0, np.int32)     # ... and each one's track
+        self._counters: Any = None     # the counters of the scanner's C rows (SCAN.Counters) ...
+        self._counter_track = np.zeros(0, np.int32)  # ... and each one's track
 
     # ---- hooks for dialects -----------------------------------------------------------------
 
@@ -440,6 +442,22 @@ class ChromeReader(ReadPaths):
         self.used["instant"] += len(ts)
         self.on_instants(k["i_name"], ts, pid, k["i_args"], lens)
 
+    def _take_counters(self, k: dict[str, Any]) -> None:
+        """The counters of a batch (:func:`SCAN.split`'s ``c_`` part: a sample per member of each
+        event's args), on the tracks :meth:`_counter` puts them on."""
+        if k["c_new"]:
+            strings = self.trace.strings
+            made = []
+            for pid, name_id, key in k["c_new"]:
+                name = strings[name_id]
+                made.append(self.counter_track(pid, name if key == "value" or key == name else f"{name} {key}"))
+            self._counter_track = np.concatenate([self._counter_track, np.array(made, np.int32)])
+        c = self.trace.counters
+        c.ts.frombytes(_raw(k["c_ts"]))
+        c.track.frombytes(_raw(self._counter_track[k["c_ids"]]))
+        c.value.frombytes(_raw(k["c_value"]))
+        self.used["counter"] += len(k["c_rows"])
+
     def on_instants(self, names: np.ndarray, ts: np.ndarray, pid: np.ndarray, args: Any, lens: np.ndarray) -> None:
         """Like :meth:`on_instant`, for a batch of instants read by the scanner, the last
         ``len(names)`` of the model's (string ids of their names, ns, pids, their args texts back to
@@ -468,7 +486,7 @@ class ChromeReader(ReadPaths):
     def _take_rows(self, buf: bytes, cols: Rows, new_strings: list[str], n: int,
                    seq0: int, table: int) -> None:
         """Rows ``0..n-1`` of the scanner's output, numbered from ``seq0`` in the file: complete
-        events of the plain shape, flow points, instants, begins and ends in bulk (sorted out and gathered in one
+        events of the plain shape, flow points, instants, begins and ends, counters in bulk (sorted out and gathered in one
         pass by :func:`SCAN.split`), the rest through :meth:`_convert_events`."""
         smap = self._string_ids(new_strings, table)
         if seq0 <= self.header_event < seq0 + n:
@@ -478,9 +496,11 @@ class ChromeReader(ReadPaths):
             rest = np.arange(n)
             self._convert_events(self._decode_rows(buf, cols, rest), seq0, (rest + seq0).tolist())
             return
+        if self._counters is None:
+            self._counters = SCAN.Counters()
         k = SCAN.split(cols.flags, cols.ph, cols.name, cols.cat, cols.ts, cols.dur, cols.pid, cols.tid,
                        cols.id, cols.s, cols.bp, cols.args, cols.args_off, smap, self.base_ns,
-                       self.missing_tid == "zero")
+                       self.missing_tid == "zero", self._counters)
         rows = k["x_rows"]
         if len(rows):
             tracks = self._tracks_of(k["x_pid"], k["x_tid"])
@@ -508,7 +528,9 @@ class ChromeReader(ReadPaths):
         if len(k["b_rows"]):
             self._stacks.add_rows(k["b_ts"], k["b_rows"] + seq0, k["b_letter"] == ord("E"), k["b_pid"], k["b_tid"],
                                   k["b_name"], k["b_cat"], k["b_args"], k["b_lens"], k["b_has_args"])
-        top = max(k["x_top"], k["f_top"], k["i_top"], k["b_top"])
+        if len(k["c_rows"]):
+            self._take_counters(k)
+        top = max(k["x_top"], k["f_top"], k["i_top"], k["b_top"], k["c_top"])
         if top > self._acc_max_ts:
             self._acc_max_ts = top
         rest = k["rest"]
