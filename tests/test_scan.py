@@ -27,6 +27,7 @@ MAX_US = 4_000_000_000_000_000
 FLAG = {"name": S.F_NAME, "cat": S.F_CAT, "ts": S.F_TS, "dur": S.F_DUR, "pid": S.F_PID, "tid": S.F_TID,
         "id": S.F_ID, "args": S.F_ARGS, "s": S.F_S, "bp": S.F_BP, "ph": S.F_PH}
 RARE = {"id2", "bind_id", "flow_in", "flow_out"}
+BIG = {"pid": S.F_PID_U64, "tid": S.F_TID_U64, "id": S.F_ID_U64}
 
 
 # ---------------------------------------------------------------- a model of JSON text
@@ -184,11 +185,13 @@ def us_to_ns(text: str):
     return -ns if neg else ns
 
 
-def small_int(text: str):
-    d = text.lstrip("-")
-    if not d.isdigit() or len(d) > 18:
+def int64(text: str):
+    """A 64-bit integer's text: (its bits as an int64, whether it is past int64), or None."""
+    d = text[1:] if text.startswith("-") else text
+    if not d.isdigit() or len(d) > 20 or not -2**63 <= int(text) < 2**64:
         return None
-    return int(text)
+    v = int(text)
+    return (v - 2**64, True) if v >= 2**63 else (v, False)
 
 
 def expected_row(members, table: list[str]):
@@ -232,7 +235,12 @@ def expected_row(members, table: list[str]):
             fl |= f
             continue
         if key in ("ts", "dur", "pid", "tid", "id") and isinstance(v, Num):
-            got = us_to_ns(v.text) if key in ("ts", "dur") else small_int(v.text)
+            if key in ("ts", "dur"):
+                got = us_to_ns(v.text)
+            else:
+                got, big = int64(v.text) or (None, False)
+                if got is not None:
+                    fl = fl | BIG[key] if big else fl & ~BIG[key]
             if got is None or fl & FLAG[key]:
                 fl |= S.SLOW
             if got is not None:
@@ -566,6 +574,27 @@ def test_pairs_give_each_pair_one_id_in_first_seen_order(batches):
         pairs.ids(np.zeros(2, np.int64), np.zeros(3, np.int64))
 
 
+def test_unsigned_64_bit_ids_keep_their_value_and_stay_apart_from_negative_ones():
+    """MXNet's hashed thread and process ids reach 2^64 - 1: the scanner keeps their bits in its int64
+    columns and says so in the flags, the pair table keeps them apart from the negative id with the
+    same bits and gives them back as their value."""
+    u = 11247825113443385629            # and u - 2^64, the negative id with its bits
+    text = (f'{{"ph":"X","pid":{u},"tid":{u - 2**64},"ts":1,"dur":1}},'
+            f'{{"ph":"X","pid":{u - 2**64},"tid":18446744073709551615,"ts":1,"dur":1}},'
+            '{"ph":"X","pid":18446744073709551616,"tid":1,"ts":1,"dur":1},'
+            '{"ph":"X","pid":-9223372036854775808,"tid":-0,"ts":1,"dur":1}]').encode()
+    cols, _, _, _ = S.scan(text, 0, 10, S.Strings(), False)
+    fl = cols["flags"]
+    assert [bool(f & S.F_PID_U64) for f in fl] == [True, False, False, False]
+    assert [bool(f & S.F_TID_U64) for f in fl] == [False, True, False, False]
+    assert fl[2] & S.SLOW and not fl[3] & S.SLOW            # past 64 bits: the general decoder's
+    assert cols["pid"][0] == cols["pid"][1] == u - 2**64 and cols["tid"][1] == -1
+    big = np.array([(f & S.F_PID_U64 != 0) | (f & S.F_TID_U64 != 0) << 1 for f in fl[:2]], np.uint8)
+    ids, new = S.Pairs().ids(cols["pid"][:2], cols["tid"][:2], big)
+    assert ids.tolist() == [0, 1]
+    assert new == [(u, u - 2**64), (u - 2**64, 2**64 - 1)]
+
+
 # counters' args texts: what split takes (numbers a double holds as Python reads them) and what it
 # leaves to the general decoder (other values, `{}`, a key twice, exponents, integers past 64 bits)
 COUNTER_ARGS = [b'{"a":1}', b'{"a":1.5,"b":-0}', b'{"b":-0.0,"a":2}', b'{"v":0.1,"w":123456789012345678}',
@@ -592,7 +621,7 @@ def counter_members(text: bytes) -> list | None:
     return pairs
 
 
-def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dict:
+def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool, thread_be: bool) -> dict:
     """What ``scan.split`` gives, as the reader computed it with NumPy before the kernel (the masks
     of ``ChromeReader._take_rows``)."""
     flags, ph = c["flags"], c["ph"]
@@ -601,10 +630,10 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dic
     need = S.F_TS | S.F_DUR | S.F_PH
     x = ((flags & (S.SLOW | need)) == need) & (ph == ord("X")) & (c["dur"] >= 0)
     need = S.F_TS | S.F_ID | S.F_PH
-    f = ((flags & (S.SLOW | need)) == need) & np.isin(ph, list(b"stf"))
+    f = ((flags & (S.SLOW | need | S.F_ID_U64)) == need) & np.isin(ph, list(b"stf"))
     need = S.F_TS | S.F_PH
-    i = ((flags & (S.SLOW | need | S.F_ID)) == need) & np.isin(ph, list(b"iIR"))
-    b = ((flags & (S.SLOW | need)) == need) & np.isin(ph, list(b"BE")) & ~x
+    i = ((flags & (S.SLOW | need | S.F_ID | S.F_PID_U64 | S.F_TID_U64)) == need) & np.isin(ph, list(b"iIR"))
+    b = ((flags & (S.SLOW | need)) == need) & np.isin(ph, list(b"BEbe" if thread_be else b"BE")) & ~x
     text = [c["args"][c["args_off"][r]:c["args_off"][r + 1]].tobytes() for r in range(len(flags))]
     members = [counter_members(t) if ok else None for t, ok in
                zip(text, ((flags & (S.SLOW | need | S.F_ID | S.F_ARGS)) == need | S.F_ARGS) & (ph == ord("C")))]
@@ -614,12 +643,16 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dic
     out: dict = {"rest": np.flatnonzero(~(x | f | i | b | cnt))}
     pid = np.where(flags & S.F_PID, c["pid"], 0)
     tid = np.where(flags & S.F_TID, c["tid"], 0 if tid_zero else pid)
+    big_pid = (((flags & S.F_PID) != 0) & ((flags & S.F_PID_U64) != 0)).astype(np.uint8)
+    big_tid = np.where(flags & S.F_TID, (flags & S.F_TID_U64) != 0, 0 if tid_zero else big_pid).astype(np.uint8)
+    big = big_pid | big_tid << 1
     for pre, m in (("x_", x), ("f_", f), ("i_", i), ("b_", b)):
         rows = np.flatnonzero(m)
         out[pre + "rows"] = rows
         out[pre + "ts"] = c["ts"][rows] + base
         out[pre + "pid"], out[pre + "tid"] = pid[rows], tid[rows]
         out[pre + "name"], out[pre + "cat"] = name_id[rows], cat_id[rows]
+        out[pre + "big"] = big[rows]
         if pre != "f_":
             out[pre + "args"] = b"".join(c["args"][c["args_off"][r]:c["args_off"][r + 1]].tobytes() for r in rows)
             out[pre + "lens"] = np.diff(c["args_off"])[rows]
@@ -634,7 +667,7 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool) -> dic
     ts, ids, value = [], [], []
     for r in out["c_rows"].tolist():
         for key, v in members[r]:
-            combo = (int(pid[r]), int(name_id[r]), key)
+            combo = (int(pid[r]) + (2**64 if big_pid[r] else 0), int(name_id[r]), key)
             if combo not in combos:
                 combos[combo] = len(combos)
                 out["c_new"].append(combo)
@@ -656,13 +689,14 @@ def test_split_matches_the_numpy_reference(data):
     the same rows, places, ids, args and latest times as the NumPy masks it replaced."""
     n = data.draw(st.integers(0, 40))
     ints = lambda lo, hi, t: np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), t)  # noqa: E731
-    bits = [S.F_NAME, S.F_CAT, S.F_TS, S.F_DUR, S.F_PID, S.F_TID, S.F_ID, S.F_ARGS, S.F_S, S.F_BP, S.F_PH, S.SLOW]
+    bits = [S.F_NAME, S.F_CAT, S.F_TS, S.F_DUR, S.F_PID, S.F_TID, S.F_ID, S.F_ARGS, S.F_S, S.F_BP, S.F_PH, S.SLOW,
+            S.F_PID_U64, S.F_TID_U64, S.F_ID_U64]
     flags = np.array([sum(b for b in bits if data.draw(st.booleans()) or b in (S.F_TS, S.F_PH) and
                           data.draw(st.booleans())) for _ in range(n)], np.int32)
     nstr = data.draw(st.integers(0, 5))
     texts = data.draw(st.lists(st.one_of(st.binary(max_size=6), st.sampled_from(COUNTER_ARGS)), min_size=n, max_size=n))
     lens = np.array([len(t) for t in texts], np.int64)
-    c = {"flags": flags, "ph": np.array(data.draw(st.lists(st.sampled_from(list(b"XstfiIRBEMC\0")), min_size=n,
+    c = {"flags": flags, "ph": np.array(data.draw(st.lists(st.sampled_from(list(b"XstfiIRBEbeMC\0")), min_size=n,
                                                            max_size=n)), np.uint8),
          "name": ints(-1, nstr - 1, np.int32), "cat": ints(-1, nstr - 1, np.int32),
          "ts": ints(-10**15, 10**15, np.int64), "dur": ints(-5, 10**9, np.int64),
@@ -673,10 +707,10 @@ def test_split_matches_the_numpy_reference(data):
     c["args"] = np.frombuffer(b"".join(texts), np.uint8)
     smap = np.array(data.draw(st.lists(st.integers(0, 100), min_size=nstr, max_size=nstr)), np.int32)
     base = data.draw(st.integers(0, 2**61))
-    tid_zero = data.draw(st.booleans())
+    tid_zero, thread_be = data.draw(st.booleans()), data.draw(st.booleans())
     got = S.split(c["flags"], c["ph"], c["name"], c["cat"], c["ts"], c["dur"], c["pid"], c["tid"], c["id"],
-                  c["s"], c["bp"], c["args"], c["args_off"], smap, base, tid_zero, S.Counters())
-    want = split_reference(c, smap, base, tid_zero)
+                  c["s"], c["bp"], c["args"], c["args_off"], smap, base, tid_zero, S.Counters(), thread_be)
+    want = split_reference(c, smap, base, tid_zero, thread_be)
     for k, w in want.items():
         g = got[k]
         if k in ("x_args", "i_args", "b_args"):
@@ -691,15 +725,15 @@ def test_split_refuses_columns_that_do_not_fit():
     z8, z32, z64 = np.zeros(2, np.uint8), np.zeros(2, np.int32), np.zeros(2, np.int64)
     with pytest.raises(ValueError):            # args_off one short
         S.split(z32, z8, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, z64, np.zeros(1, np.int32), 0, False,
-                S.Counters())
+                S.Counters(), False)
     flags = np.full(2, S.F_TS | S.F_PH, np.int32)
     ph = np.array(list(b"ii"), np.uint8)
     with pytest.raises(ValueError):            # a string with no model id
         S.split(flags, ph, np.array([3, 0], np.int32), z32, z64, z64, z64, z64, z64, z8, z8, z8,
-                np.zeros(3, np.int64), np.zeros(1, np.int32), 0, False, S.Counters())
+                np.zeros(3, np.int64), np.zeros(1, np.int32), 0, False, S.Counters(), False)
     with pytest.raises(ValueError):            # args outside the data
         S.split(flags, ph, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, np.array([0, 5, 9]),
-                np.zeros(1, np.int32), 0, False, S.Counters())
+                np.zeros(1, np.int32), 0, False, S.Counters(), False)
 
 
 @pytest.mark.parametrize("key", ["name", "cat", "ph", "s", "bp"])

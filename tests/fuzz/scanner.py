@@ -52,10 +52,12 @@ def feed(data: bytes, rng: random.Random) -> None:
             if n:
                 k = S.split(cols["flags"], cols["ph"], cols["name"], cols["cat"], cols["ts"], cols["dur"],
                             cols["pid"], cols["tid"], cols["id"], cols["s"], cols["bp"], cols["args"],
-                            cols["args_off"], np.arange(len(strings), dtype=np.int32), 0, rng.random() < 0.5)
-                parts = sum(len(k[p + "rows"]) for p in ("x_", "f_", "i_")) + len(k["rest"])
+                            cols["args_off"], np.arange(len(strings), dtype=np.int32), 0, rng.random() < 0.5,
+                            S.Counters(), rng.random() < 0.5)
+                parts = sum(len(k[p + "rows"]) for p in ("x_", "f_", "i_", "b_", "c_")) + len(k["rest"])
                 assert parts == n, (parts, n)
-                for p in ("x_", "i_"):
+                assert len(k["c_ts"]) == len(k["c_ids"]) == len(k["c_value"]) >= len(k["c_rows"])
+                for p in ("x_", "i_", "b_"):
                     assert int(k[p + "lens"].sum()) == len(k[p + "args"]), p
                 memory(k, rng)
             pos = new_pos

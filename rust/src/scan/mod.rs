@@ -26,7 +26,8 @@
 //!
 //! An event of the plain shape gets its columns filled; any other shape is marked `SLOW` (and
 //! decoded from its own text by the Python reader's general decoder): a field of another type, an
-//! escape in a key or a name, `ts` with an exponent or more than three decimals, args holding
+//! id past 64 bits (one past int64, up to 2^64 - 1, is kept as its bits and flagged: `F_*_U64`),
+//! an escape in a key or a name, `ts` with an exponent or more than three decimals, args holding
 //! `\u` escapes, exponents or numbers of 100+ characters, a repeated or rare key (`id2`,
 //! `bind_id`, `flow_in`, `flow_out`).  Nothing is dropped and nothing is guessed.  Containers
 //! nested more than [`MAX_DEPTH`] levels inside a value stop the scan with `BAD` (the Python
@@ -83,6 +84,11 @@ pub const F_ARGS: i32 = 1 << 7;
 pub const F_S: i32 = 1 << 8;
 pub const F_BP: i32 = 1 << 9;
 pub const F_PH: i32 = 1 << 10;
+/// pid, tid, id: the value is past int64 (an unsigned 64-bit integer, MXNet's hashed ids): the
+/// column holds its bits as an int64 (the value less 2^64)
+pub const F_PID_U64: i32 = 1 << 11;
+pub const F_TID_U64: i32 = 1 << 12;
+pub const F_ID_U64: i32 = 1 << 13;
 pub const SLOW: i32 = 1 << 15;
 
 /// Containers nested deeper than this inside one value (an event's args, a header value) stop
@@ -415,13 +421,19 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                                     let (f, got) = match key {
                                         Key::Ts => (F_TS, us_to_ns(raw).inspect(|&x| ev.ts = x)),
                                         Key::Dur => (F_DUR, us_to_ns(raw).inspect(|&x| ev.dur = x)),
-                                        Key::Pid => {
-                                            (F_PID, small_int(raw).inspect(|&x| ev.pid = x))
+                                        _ => {
+                                            let (f, big, at) = match key {
+                                                Key::Pid => (F_PID, F_PID_U64, &mut ev.pid),
+                                                Key::Tid => (F_TID, F_TID_U64, &mut ev.tid),
+                                                _ => (F_ID, F_ID_U64, &mut ev.id),
+                                            };
+                                            let got = int64(raw);
+                                            if let Some((x, u)) = got {
+                                                *at = x;
+                                                ev.fl = if u { ev.fl | big } else { ev.fl & !big };
+                                            }
+                                            (f, got.map(|(x, _)| x))
                                         }
-                                        Key::Tid => {
-                                            (F_TID, small_int(raw).inspect(|&x| ev.tid = x))
-                                        }
-                                        _ => (F_ID, small_int(raw).inspect(|&x| ev.id = x)),
                                     };
                                     if got.is_none() {
                                         ev.fl |= SLOW;
@@ -486,18 +498,26 @@ fn digits(d: &[u8]) -> i64 {
     d.iter().fold(0i64, |v, &c| v * 10 + i64::from(c - b'0'))
 }
 
-/// A number token that is an integer of at most 18 digits.
-fn small_int(raw: &str) -> Option<i64> {
+/// A number token that is an integer of 64 bits, signed or not: its bits as an int64, and
+/// whether it is past int64 (2^63 and up: the int64 holds it less 2^64).
+fn int64(raw: &str) -> Option<(i64, bool)> {
     let b = raw.as_bytes();
     let (neg, d) = match b.split_first() {
         Some((b'-', t)) => (true, t),
         _ => (false, b),
     };
-    if d.is_empty() || d.len() > 18 || !d.iter().all(|c| c.is_ascii_digit()) {
+    if d.is_empty() || d.len() > 20 || !d.iter().all(|c| c.is_ascii_digit()) {
         return None;
     }
-    let v = digits(d);
-    Some(if neg { -v } else { v })
+    let v = d.iter().try_fold(0u64, |v, &c| {
+        v.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+    })?;
+    if neg {
+        // down to -2^63
+        (v <= 1 << 63).then(|| ((v as i64).wrapping_neg(), false))
+    } else {
+        Some((v as i64, v > i64::MAX as u64))
+    }
 }
 
 /// Walk a value serde_json has validated (`raw`, at nesting `level`, 1 for the outermost
@@ -582,7 +602,10 @@ fn walk_into<const KEEP: bool>(b: &[u8], level: u32, out: &mut Vec<u8>) -> Resul
 /// the byte after it; a `\u` escape is noted in `flags`), or past the end of `b`.
 #[inline]
 fn string_end(b: &[u8], mut i: usize, flags: &mut u32) -> usize {
-    while let Some(k) = b.get(i..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+    while let Some(k) = b
+        .get(i..)
+        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+    {
         i += k;
         if b[i] == b'"' {
             return i + 1;
@@ -918,6 +941,9 @@ pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
         ("F_S", F_S),
         ("F_BP", F_BP),
         ("F_PH", F_PH),
+        ("F_PID_U64", F_PID_U64),
+        ("F_TID_U64", F_TID_U64),
+        ("F_ID_U64", F_ID_U64),
         ("SLOW", SLOW),
     ] {
         m.add(k, v)?;

@@ -14,15 +14,29 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Mutex;
 
-use super::{lock, F_ARGS, F_BP, F_DUR, F_ID, F_PH, F_PID, F_S, F_TID, F_TS, SLOW};
+use super::{
+    lock, F_ARGS, F_BP, F_DUR, F_ID, F_ID_U64, F_PH, F_PID, F_PID_U64, F_S, F_TID, F_TID_U64, F_TS,
+    SLOW,
+};
 use crate::nest::{column, same_length, Column};
 
 /// The (pid, tid) pairs the reader has placed, each with its id (the order it was first seen
 /// in): the reader keeps each pair's track in an array indexed by these ids, so that placing a
 /// batch of rows is one hash lookup per row here and one `thread()` call per new pair there.
+/// A pair is its two int64 columns and which of them hold an unsigned 64-bit id's bits (`big`:
+/// 1 the pid, 2 the tid), so that such an id and a negative one with the same bits stay apart.
 #[pyclass(frozen, module = "traceconv._core.scan")]
 pub struct Pairs {
-    table: Mutex<IndexSet<(i64, i64), FxBuildHasher>>,
+    table: Mutex<IndexSet<(i64, i64, u8), FxBuildHasher>>,
+}
+
+/// An id column's value as Python's int: its unsigned 64-bit value when `big`.
+fn id_value(v: i64, big: bool) -> i128 {
+    if big {
+        i128::from(v as u64)
+    } else {
+        i128::from(v)
+    }
 }
 
 #[pymethods]
@@ -38,27 +52,35 @@ impl Pairs {
         lock(&self.table).len()
     }
 
-    /// ids(pid, tid) -> (ids, new): each row's pair id (int64), and the pairs this call added, in
-    /// id order.  Runs without the GIL.
+    /// ids(pid, tid, big=None) -> (ids, new): each row's pair id (int64), and the pairs this call
+    /// added, in id order, as Python ints (an unsigned id as its value).  Runs without the GIL.
+    #[pyo3(signature = (pid, tid, big=None))]
     #[allow(clippy::type_complexity)]
     fn ids<'py>(
         &self,
         py: Python<'py>,
         pid: Column<'py, i64>,
         tid: Column<'py, i64>,
-    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Vec<(i64, i64)>)> {
+        big: Option<Column<'py, u8>>,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Vec<(i128, i128)>)> {
         let (pid, tid) = (column(&pid), column(&tid));
+        let big = big.as_ref().map(column);
         same_length("ids", &[pid.len(), tid.len()])?;
+        if let Some(b) = &big {
+            same_length("ids", &[pid.len(), b.len()])?;
+        }
         let (ids, new) = py.detach(|| {
             let mut t = lock(&self.table);
             let before = t.len();
-            let ids: Vec<i64> = pid
-                .iter()
-                .zip(tid.iter())
-                .map(|(&p, &q)| t.insert_full((p, q)).0 as i64)
+            let ids: Vec<i64> = (0..pid.len())
+                .map(|r| {
+                    let b = big.as_ref().map_or(0, |b| b[r] & 3);
+                    t.insert_full((pid[r], tid[r], b)).0 as i64
+                })
                 .collect();
-            let new: Vec<(i64, i64)> = (before..t.len())
+            let new: Vec<(i128, i128)> = (before..t.len())
                 .filter_map(|k| t.get_index(k).copied())
+                .map(|(p, q, b)| (id_value(p, b & 1 != 0), id_value(q, b & 2 != 0)))
                 .collect();
             (ids, new)
         });
@@ -76,7 +98,8 @@ pub struct Counters {
 #[derive(Default)]
 struct CounterTable {
     keys: IndexSet<Box<str>, FxBuildHasher>,
-    combos: IndexSet<(i64, i32, u32), FxBuildHasher>,
+    /// (pid, whether it holds an unsigned id's bits, name id, key id)
+    combos: IndexSet<(i64, bool, i32, u32), FxBuildHasher>,
 }
 
 #[pymethods]
@@ -157,7 +180,7 @@ struct CounterPart {
     ids: Vec<i64>,
     value: Vec<f64>,
     /// the counters this batch added to the table, in number order: (pid, name id, key)
-    new: Vec<(i64, i32, String)>,
+    new: Vec<(i128, i32, String)>,
     top: i64,
 }
 
@@ -180,6 +203,8 @@ struct Part {
     bp_e: Vec<bool>,
     /// begins and ends: the event has an args member (an object, maybe `{}`)
     has_args: Vec<bool>,
+    /// X, flows, begins and ends: which of pid (1) and tid (2) hold an unsigned 64-bit id
+    big: Vec<u8>,
     /// the latest time (an X's end), i64::MIN if none
     top: i64,
 }
@@ -200,6 +225,7 @@ impl Part {
             letter: Vec::with_capacity(rows),
             bp_e: Vec::with_capacity(rows),
             has_args: Vec::with_capacity(rows),
+            big: Vec::with_capacity(rows),
             top: i64::MIN,
         }
     }
@@ -218,6 +244,7 @@ impl Part {
             letter,
             bp_e,
             has_args,
+            big,
             top,
         } = self;
         d.set_item(format!("{pre}rows"), rows.into_pyarray(py))?;
@@ -232,21 +259,23 @@ impl Part {
         d.set_item(format!("{pre}letter"), letter.into_pyarray(py))?;
         d.set_item(format!("{pre}bp_e"), bp_e.into_pyarray(py))?;
         d.set_item(format!("{pre}has_args"), has_args.into_pyarray(py))?;
+        d.set_item(format!("{pre}big"), big.into_pyarray(py))?;
         d.set_item(format!("{pre}top"), top)?;
         Ok(())
     }
 }
 
 /// split(flags, ph, name, cat, ts, dur, pid, tid, id, s, bp, args, args_off, smap, base, tid_zero,
-/// counters) -> dict
+/// counters, thread_be) -> dict
 ///
 /// The rows of one `scan` call sorted into what the reader takes in bulk, in one pass (the rules
 /// `ChromeReader._take_rows` states):
 ///
 /// * `x_`: complete events of the plain shape (`ts`, `dur` >= 0 and `ph` "X", nothing SLOW);
-/// * `f_`: flow events (`s`/`t`/`f` with `ts` and an integer `id`, nothing SLOW);
-/// * `i_`: instants (`i`/`I`/`R` with `ts`, without `id`, nothing SLOW);
-/// * `b_`: begins and ends (`B`/`E` with `ts`, nothing SLOW), for `readers/chrome/stacks.py`;
+/// * `f_`: flow events (`s`/`t`/`f` with `ts` and an int64 `id`, nothing SLOW);
+/// * `i_`: instants (`i`/`I`/`R` with `ts`, without `id`, pid and tid int64, nothing SLOW);
+/// * `b_`: begins and ends (`B`/`E` with `ts`, nothing SLOW; `b`/`e` too with `thread_be`, the
+///   dialect's say that they nest per thread, MXNet's), for `readers/chrome/stacks.py`;
 /// * `c_`: counters (`C` with `ts` and args, without `id`, nothing SLOW, every member a number
 ///   (`counter_samples`), when every counter of the batch is so -- else all go to the rest): `rows`, then per sample (a member) `ts` (+ `base`), `ids` (its
 ///   counter's number in the `counters` table: pid (0 when missing), name id, key), `value`;
@@ -257,6 +286,7 @@ impl Part {
 /// missing: 0 with `tid_zero`, else the pid), `name`/`cat` (model string ids through `smap`, 0
 /// for none), `args`/`lens` (the rows' compacted args back to back; X and instants), `val` (X: the
 /// duration; flows: the id), `letter` (flows: the phase; instants: `s`, or `t` without one),
+/// `big` (which of pid (1) and tid (2) hold an unsigned 64-bit id's bits: see `Pairs`),
 /// `bp_e` (flows: `bp` is "e"), `has_args` (begins and ends: an args member, maybe `{}`, which
 /// the compacted text leaves empty) and `top` (the latest time, an X's end; i64 min for none).
 /// Runs without the GIL.
@@ -281,6 +311,7 @@ pub(super) fn split<'py>(
     base: i64,
     tid_zero: bool,
     counters: Bound<'py, Counters>,
+    thread_be: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let counters = counters.get();
     let (flags, ph, name, cat) = (column(&flags), column(&ph), column(&name), column(&cat));
@@ -345,11 +376,13 @@ pub(super) fn split<'py>(
                     3
                 } else if p == b'X' && fl & F_DUR != 0 && dur[r] >= 0 {
                     0
-                } else if matches!(p, b's' | b't' | b'f') && fl & F_ID != 0 {
+                } else if matches!(p, b's' | b't' | b'f') && fl & (F_ID | F_ID_U64) == F_ID {
                     1
-                } else if matches!(p, b'i' | b'I' | b'R') && fl & F_ID == 0 {
+                } else if matches!(p, b'i' | b'I' | b'R')
+                    && fl & (F_ID | F_PID_U64 | F_TID_U64) == 0
+                {
                     2
-                } else if matches!(p, b'B' | b'E') {
+                } else if matches!(p, b'B' | b'E') || thread_be && matches!(p, b'b' | b'e') {
                     4
                 } else if p == b'C' && fl & (F_ID | F_ARGS) == F_ARGS {
                     match args_of(r).and_then(counter_samples) {
@@ -366,7 +399,11 @@ pub(super) fn split<'py>(
             .collect();
         // a batch with a counter left to the general decoder leaves it all of them: the samples
         // stay in the file's order (at one time on one track, the order is what a viewer shows)
-        if kind.iter().zip(ph.iter()).any(|(&k, &p)| k == 3 && p == b'C') {
+        if kind
+            .iter()
+            .zip(ph.iter())
+            .any(|(&k, &p)| k == 3 && p == b'C')
+        {
             kind.iter_mut().filter(|k| **k == 5).for_each(|k| *k = 3);
             samples.clear();
         }
@@ -404,10 +441,19 @@ pub(super) fn split<'py>(
             } else {
                 pd
             };
+            let big_pid = u8::from(fl & F_PID != 0 && fl & F_PID_U64 != 0);
+            let big_tid = if fl & F_TID != 0 {
+                u8::from(fl & F_TID_U64 != 0)
+            } else if tid_zero {
+                0
+            } else {
+                big_pid
+            };
             part.rows.push(r as i64);
             part.ts.push(t);
             part.pid.push(pd);
             part.tid.push(td);
+            part.big.push(big_pid | big_tid << 1);
             part.name.push(sid(name[r])?);
             part.cat.push(sid(cat[r])?);
             match k {
@@ -457,7 +503,11 @@ pub(super) fn split<'py>(
         let CounterTable { keys, combos } = &mut *t;
         for (r, members) in samples {
             let t = ts[r].wrapping_add(base);
-            let pd = if flags[r] & F_PID != 0 { pid[r] } else { 0 };
+            let (pd, big) = if flags[r] & F_PID != 0 {
+                (pid[r], flags[r] & F_PID_U64 != 0)
+            } else {
+                (0, false)
+            };
             let nm = sid(name[r])?;
             c.rows.push(r as i64);
             c.top = c.top.max(t);
@@ -466,9 +516,9 @@ pub(super) fn split<'py>(
                     Some(i) => i,
                     None => keys.insert_full(Box::from(&*k)).0,
                 } as u32;
-                let (id, added) = combos.insert_full((pd, nm, kid));
+                let (id, added) = combos.insert_full((pd, big, nm, kid));
                 if added {
-                    c.new.push((pd, nm, k.into_owned()));
+                    c.new.push((id_value(pd, big), nm, k.into_owned()));
                 }
                 c.ts.push(t);
                 c.ids.push(id as i64);

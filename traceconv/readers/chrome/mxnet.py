@@ -53,8 +53,7 @@ class MXNetReader(ChromeReader):
     format_name = "mxnet"
     what = WHAT
 
-    def on_async(self, ev: Event) -> str:
-        return "thread"
+    async_on_threads = True      # MXNet's b/e are its C API calls, nested per thread
 
     def frame_track(self, ev: Event, pid: Any, tid: Any) -> int:
         domain = (ev.cat or "").split(",")[0] or "frames"

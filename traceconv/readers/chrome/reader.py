@@ -344,9 +344,9 @@ class ChromeReader(ReadPaths):
     def on_instant(self, ev: Event, ts: int, pid: Any, tid: Any) -> None:
         """Called for every instant event after it was added."""
 
-    def on_async(self, ev: Event) -> str:
-        """How to read a ``b``/``e``: "async" (default) or "thread" (nested per thread, MXNet)."""
-        return "async"
+    # whether ``b``/``e`` (async begin/end) nest per thread, as ``B``/``E`` do (MXNet), or on a track
+    # of their id (Perfetto's reading)
+    async_on_threads = False
 
     def finish(self) -> None:
         """Last step: extra tracks, names."""
@@ -463,7 +463,7 @@ class ChromeReader(ReadPaths):
         ``len(names)`` of the model's (string ids of their names, ns, pids, their args texts back to
         back in one buffer and each one's length)."""
 
-    def _tracks_of(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    def _tracks_of(self, pid: np.ndarray, tid: np.ndarray, big: np.ndarray | None = None) -> np.ndarray:
         """The thread track of each (pid, tid) pair: the pairs seen before are looked up in the
         compiled pair table (:class:`SCAN.Pairs`: one hash lookup per row), the new ones get
         their thread here -- in the order of the pairs sorted as one int64 key ``pid << 32 |
@@ -471,7 +471,7 @@ class ChromeReader(ReadPaths):
         of the batch's pairs gave them before the table; thread ids follow it)."""
         if self._pairs is None:
             self._pairs = SCAN.Pairs()
-        ids, new = self._pairs.ids(pid, tid)
+        ids, new = self._pairs.ids(pid, tid, big)
         if new:
             lim = 1 << 31
             if -lim <= pid.min() and pid.max() < lim and -lim <= tid.min() and tid.max() < lim:
@@ -500,10 +500,10 @@ class ChromeReader(ReadPaths):
             self._counters = SCAN.Counters()
         k = SCAN.split(cols.flags, cols.ph, cols.name, cols.cat, cols.ts, cols.dur, cols.pid, cols.tid,
                        cols.id, cols.s, cols.bp, cols.args, cols.args_off, smap, self.base_ns,
-                       self.missing_tid == "zero", self._counters)
+                       self.missing_tid == "zero", self._counters, self.async_on_threads)
         rows = k["x_rows"]
         if len(rows):
-            tracks = self._tracks_of(k["x_pid"], k["x_tid"])
+            tracks = self._tracks_of(k["x_pid"], k["x_tid"], k["x_big"])
             s = self.trace.slices
             s.depth = None
             s.ts.frombytes(_raw(k["x_ts"]))
@@ -518,7 +518,7 @@ class ChromeReader(ReadPaths):
         # flow events (s/t/f) with an integer id: straight into their flow's list
         frows = k["f_rows"]
         if len(frows):
-            tracks = self._tracks_of(k["f_pid"], k["f_tid"])
+            tracks = self._tracks_of(k["f_pid"], k["f_tid"], k["f_big"])
             self._flows.rows.append((k["f_cat"], k["f_name"], k["f_val"], k["f_ts"], frows + seq0, k["f_letter"],
                                   tracks, k["f_bp_e"]))
         # instants (i/I/R) without an id: straight into the instants table
@@ -526,7 +526,8 @@ class ChromeReader(ReadPaths):
             self._take_instants(k)
         # begins and ends (B/E): onto their threads' stacks, paired once every event is read
         if len(k["b_rows"]):
-            self._stacks.add_rows(k["b_ts"], k["b_rows"] + seq0, k["b_letter"] == ord("E"), k["b_pid"], k["b_tid"],
+            ends = (k["b_letter"] == ord("E")) | (k["b_letter"] == ord("e"))
+            self._stacks.add_rows(k["b_ts"], k["b_rows"] + seq0, ends, k["b_pid"], k["b_tid"], k["b_big"],
                                   k["b_name"], k["b_cat"], k["b_args"], k["b_lens"], k["b_has_args"])
         if len(k["c_rows"]):
             self._take_counters(k)
@@ -829,7 +830,7 @@ class ChromeReader(ReadPaths):
 
     def _async_event(self, ev: Event, ts: int, pid: Any, tid: Any, seq: int) -> None:
         ph = ev.ph
-        if ph in ("b", "e") and self.on_async(ev) == "thread":
+        if ph in ("b", "e") and self.async_on_threads:
             self._stacks.add(ts, seq, ph == "e", ("t", pid, tid), ev.name, ev.cat, ev.args, _bind(ev))
             return
         if ev.id is not None:

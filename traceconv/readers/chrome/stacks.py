@@ -87,12 +87,14 @@ class Stacks:
             self.binds[row] = bind
 
     def add_rows(self, ts: np.ndarray, seq: np.ndarray, ends: np.ndarray, pid: np.ndarray, tid: np.ndarray,
-                 name: np.ndarray, cat: np.ndarray, args: np.ndarray, lens: np.ndarray, has_args: np.ndarray) -> None:
-        """The scanner's ``B``/``E`` rows of a batch (``ends``: the row is an ``E``), on the stacks of
-        their (pid, tid) threads; ``args``/``lens`` their args, compacted by the scanner."""
+                 big: np.ndarray, name: np.ndarray, cat: np.ndarray, args: np.ndarray, lens: np.ndarray,
+                 has_args: np.ndarray) -> None:
+        """The scanner's ``B``/``E`` rows of a batch (``ends``: the row is an end), on the stacks of
+        their (pid, tid) threads (``big``: which are unsigned 64-bit ids, see ``SCAN.Pairs``);
+        ``args``/``lens`` their args, compacted by the scanner."""
         if self.pairs is None:
             self.pairs = _core.scan.Pairs()
-        ids, new = self.pairs.ids(pid, tid)
+        ids, new = self.pairs.ids(pid, tid, big)
         if new:
             self.pair_key = np.concatenate([self.pair_key, np.array([self.key_id(("t", p, t)) for p, t in new],
                                                                     np.int32)])
