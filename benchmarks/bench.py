@@ -61,6 +61,11 @@ TRACE_PROCESSOR = HERE.parent.parent / "shared" / "bin" / "trace_processor_shell
 # biggest of them, against gunzip + json.loads (no target; what users' files of tens of MB meet)
 SAMPLES = HERE.parent.parent / "shared" / "samples" / "kineto"
 REAL_MIN_BYTES = 1_000_000
+# other producers' real samples, made about a million events long by scale.py (how many copies)
+PRODUCERS = [("MegEngine timeline", "megengine/generated_mge1130_dynamic.chrome_timeline.json", 100),
+             ("MXNet profiler.dump()", "mxnet/generated_mxnet191_profile_all.json", 1000),
+             ("Composer trace", "composer/generated_composer0321_cpu_gloo_2ranks/composer_profiler/ep0-ba3-rank0.json",
+              400)]
 
 CHILD = r"""
 import gc, gzip, json, resource, sys, time
@@ -458,6 +463,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--no-merge", action="store_true")
     ap.add_argument("--no-real", action="store_true", help="skip the real traces of ../shared/samples")
+    ap.add_argument("--no-producers", action="store_true",
+                    help="skip the other producers' samples made a million events long (MegEngine, MXNet, Composer)")
     ap.add_argument("--verify", action="store_true", help="decode the outputs and count wrong durations")
     ap.add_argument("--json", metavar="OUT", help="save all figures to this JSON file")
     ap.add_argument("--cold-start-here", action="store_true",
@@ -490,6 +497,7 @@ def main() -> None:
     linear = growth(rows, startup, target) if len(rows) > 1 else []
     merge = None if a.no_merge else measure_merge(a, target)
     real = None if a.no_real else measure_real(a)
+    producers = None if a.no_producers else measure_producers(a)
 
     print("\n== cold start", flush=True)
     python = Path(sys.executable)
@@ -525,7 +533,7 @@ def main() -> None:
     if a.json:
         Path(a.json).write_text(json.dumps({"machine": machine, "repeat": a.repeat, "startup": startup,
                                             "cold_start": cold, "sizes": rows, "linear": linear, "merge": merge,
-                                            "real": real,
+                                            "real": real, "producers": producers,
                                             "summary": summary}, indent=1) + "\n")
         print(f"figures saved to {a.json}")
 
@@ -737,6 +745,38 @@ def measure_real(a: argparse.Namespace) -> list[dict] | None:
         print(f"  {f.name} ({size / MB:.0f} MB of JSON): {ours['seconds']:.2f} s = {x:.2f} x ({base['seconds']:.2f} s); "
               f"peak RSS {ours['maxrss'] / MB:.0f} MB against {base['maxrss'] / MB:.0f} MB", flush=True)
         rows.append({"file": f.name, "json_bytes": size, "jsonloads": base, "convert": ours})
+    return rows
+
+
+def measure_producers(a: argparse.Namespace) -> list[dict] | None:
+    """Converting the other producers' real samples made about a million events long (scale.py:
+    their events repeated, shifted in time) against json.loads: shapes the generated Kineto-like
+    trace has few of (B/E pairs, counters, 64-bit ids, a dialect's own clocks)."""
+    import scale
+
+    have = [(label, SAMPLES.parent / rel, k) for label, rel, k in PRODUCERS if (SAMPLES.parent / rel).exists()]
+    if not have:
+        return None
+    print("\nmeasuring the other producers' traces...", flush=True)
+    jobs, files = {}, []
+    for i, (label, sample, k) in enumerate(have):
+        f = DATA / f"producer{i}_{sample.stem}_x{k}.json"
+        if not f.exists():
+            scale.scale(str(sample), str(f), k)
+        files.append(f)
+        jobs[f"jsonloads{i}"] = ("jsonloads", f)
+        jobs[f"convert{i}"] = ("convert", f, DATA / f"producer{i}.pftrace")
+    m = alternate(jobs, a.repeat)
+    print("== other producers' samples made ~1M events long (benchmarks/scale.py), convert against json.loads (gc off)")
+    rows = []
+    for i, ((label, sample, k), f) in enumerate(zip(have, files)):
+        base, ours = m[f"jsonloads{i}"], m[f"convert{i}"]
+        size = f.stat().st_size
+        print(f"  {label} x {k} ({size / MB:.0f} MB): {ours['seconds']:.2f} s = {ours['seconds'] / base['seconds']:.2f} x "
+              f"({base['seconds']:.2f} s); peak RSS {ours['maxrss'] / MB:.0f} MB = {ours['maxrss'] / size:.2f} x the input",
+              flush=True)
+        rows.append({"producer": label, "sample": sample.name, "copies": k, "json_bytes": size, "jsonloads": base,
+                     "convert": ours})
     return rows
 
 

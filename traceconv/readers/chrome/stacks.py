@@ -119,11 +119,11 @@ class Stacks:
     def _resolved(self, ids: array) -> np.ndarray:
         """String ids with the pending ones the model has interned since made its ids."""
         a = np.frombuffer(ids, np.int32).copy()
-        have = self.trace.strings._ids
-        for s, p in self._pending.items():
-            i = have.get(s)
-            if i is not None:
-                a[a == p] = i
+        if self._pending:
+            have = self.trace.strings._ids
+            now = np.array([have.get(s, p) for s, p in self._pending.items()], np.int32)  # by -1 - p
+            pending = a < 0
+            a[pending] = now[-1 - a[pending]]
         return a
 
     def names(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
