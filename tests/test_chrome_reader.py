@@ -393,3 +393,28 @@ def test_counters_read_in_bulk_and_one_by_one_land_alike(tmp_path):
             ("cpu", 4000, 0.1), ("mem", 2000, 7.0), ("mem free", 2000, 1.0)]
     assert samples(plain) == want                                     # in bulk
     assert samples(plain + other) == want + [("q id: 3 n", 5000, 1.0)]   # one by one, in the file's order
+
+
+def test_v2_flows_read_in_bulk_and_one_by_one_link_alike(tmp_path):
+    """Complete events and begins with a ``bind_id`` (v2 flows: traceconv's own JSON writes them)
+    are read by the scanner; one it leaves to the general decoder (an escaped name) makes it leave
+    it every bound complete event of the batch, so flows link in the file's order either way."""
+    ev = ['{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "bind_id": 5, "flow_out": true}',
+          '{"ph": "X", "name": "b", "ts": 3, "dur": 1, "pid": 1, "tid": 2, "bind_id": 5, "flow_in": true}',
+          '{"ph": "B", "name": "c", "ts": 5, "pid": 1, "tid": 1, "bind_id": 6, "flow_out": true, "flow_in": false}',
+          '{"ph": "E", "ts": 6, "pid": 1, "tid": 1}',
+          '{"ph": "X", "name": "d", "ts": 7, "dur": 1, "pid": 1, "tid": 2, "bind_id": 6, "flow_in": true}',
+          '{"ph": "X", "name": "e", "ts": 9, "dur": 1, "pid": 1, "tid": 2, "bind_id": "0x7", "flow_out": true}']
+
+    def flows(events: list[str]) -> list[tuple]:
+        p = tmp_path / "f.json"
+        p.write_text('{"traceEvents": [' + ",".join(events) + "]}")
+        tr = traceconv.load(p)
+        s, f, names = tr.slices, tr.flows, tr.strings
+        return [(names[s.name[f.src[i]]], names[s.name[f.dst[i]]]) for i in range(len(f.src))]
+
+    want = [("a", "b"), ("c", "d")]
+    assert flows(ev[:5]) == want                                         # in bulk
+    assert flows(ev[:5] + [ev[5]]) == want                               # (e: a hex id, alone)
+    escaped = ev[:4] + [ev[4].replace('"name": "d"', '"name": "\\u0064"')]
+    assert flows(escaped) == want                                        # one by one

@@ -26,7 +26,7 @@ S = _core.scan
 MAX_US = 4_000_000_000_000_000
 FLAG = {"name": S.F_NAME, "cat": S.F_CAT, "ts": S.F_TS, "dur": S.F_DUR, "pid": S.F_PID, "tid": S.F_TID,
         "id": S.F_ID, "args": S.F_ARGS, "s": S.F_S, "bp": S.F_BP, "ph": S.F_PH}
-RARE = {"id2", "bind_id", "flow_in", "flow_out"}
+RARE = {"id2"}
 BIG = {"pid": S.F_PID_U64, "tid": S.F_TID_U64, "id": S.F_ID_U64}
 
 
@@ -196,7 +196,7 @@ def int64(text: str):
 
 def expected_row(members, table: list[str]):
     """The row of one event (a dict), or "BAD"; interns into ``table``."""
-    row = dict(flags=0, ph=0, name=-1, cat=-1, ts=0, dur=0, pid=0, tid=0, id=0, s=0, bp=0, args=b"")
+    row = dict(flags=0, ph=0, name=-1, cat=-1, ts=0, dur=0, pid=0, tid=0, id=0, s=0, bp=0, bind=0, flow=0, args=b"")
     fl = 0
 
     def intern(s: str) -> int:
@@ -247,6 +247,26 @@ def expected_row(members, table: list[str]):
                 row[key] = got
             fl |= FLAG[key]
             continue
+        if key == "bind_id":          # v2 flows: an int64, else the general decoder's
+            got = int64(v.text) if isinstance(v, Num) else None
+            if fl & S.F_BIND or got is None or got[1]:
+                fl |= S.SLOW
+            if got is not None and not got[1]:
+                row["bind"] = got[0]
+            fl |= S.F_BIND
+            if not isinstance(v, Num) and depth(v) > 63:
+                return "BAD"
+            continue
+        if key in ("flow_in", "flow_out"):
+            f, bit = (S.F_FLOW_IN, 1) if key == "flow_in" else (S.F_FLOW_OUT, 2)
+            if fl & f or not (isinstance(v, Lit) and v.text in ("true", "false")):
+                fl |= S.SLOW
+            if isinstance(v, Lit) and v.text in ("true", "false"):
+                row["flow"] = row["flow"] | bit if v.text == "true" else row["flow"] & ~bit
+            fl |= f
+            if depth(v) > 63:
+                return "BAD"
+            continue
         if key == "args":
             if fl & S.F_ARGS:
                 fl |= S.SLOW
@@ -283,7 +303,7 @@ def scan_in_blocks(text: bytes, cuts: list[int]):
             for r in range(len(cols["flags"])):
                 lo, hi = cols["args_off"][r], cols["args_off"][r + 1]
                 row = {k: int(cols[k][r]) for k in ("flags", "ph", "name", "cat", "ts", "dur", "pid", "tid",
-                                                    "id", "s", "bp")}
+                                                    "id", "s", "bp", "bind", "flow")}
                 row["args"] = cols["args"][lo:hi].tobytes()
                 row["text"] = buf[cols["start"][r]:cols["end"][r]]
                 rows.append(row)
@@ -318,7 +338,7 @@ def test_scan_matches_the_reference_rules(evs_ws, cuts):
         for k in w:
             if k in ("ts", "dur", "pid", "tid", "id", "s", "bp") and not got["flags"] & FLAG[k]:
                 continue            # a field the row does not have: its column is not read
-            if k in ("ts", "dur", "pid", "tid", "id") and w["flags"] & S.SLOW:
+            if k in ("ts", "dur", "pid", "tid", "id", "bind", "flow") and w["flags"] & S.SLOW:
                 continue            # not read either (a SLOW row is decoded from its text)
             assert got[k] == w[k], (k, src)
         if got["flags"] & S.F_ARGS and not got["flags"] & S.SLOW:
@@ -629,6 +649,8 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool, thread
     cat_id = np.where(c["cat"] >= 0, smap[np.maximum(c["cat"], 0)], 0) if len(smap) else np.zeros(len(flags), np.int32)
     need = S.F_TS | S.F_DUR | S.F_PH
     x = ((flags & (S.SLOW | need)) == need) & (ph == ord("X")) & (c["dur"] >= 0)
+    if ((flags & S.F_BIND != 0) & (ph == ord("X")) & ~x).any():
+        x &= flags & S.F_BIND == 0           # (a bound X left to the general decoder: all of them)
     need = S.F_TS | S.F_ID | S.F_PH
     f = ((flags & (S.SLOW | need | S.F_ID_U64)) == need) & np.isin(ph, list(b"stf"))
     need = S.F_TS | S.F_PH
@@ -653,6 +675,10 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool, thread
         out[pre + "pid"], out[pre + "tid"] = pid[rows], tid[rows]
         out[pre + "name"], out[pre + "cat"] = name_id[rows], cat_id[rows]
         out[pre + "big"] = big[rows]
+        if pre in ("x_", "b_"):
+            has = flags[rows] & S.F_BIND != 0
+            out[pre + "bind"] = np.where(has, c["bind"][rows], 0)
+            out[pre + "flow"] = np.where(has, c["flow"][rows] & 3 | 4, 0)
         if pre != "f_":
             out[pre + "args"] = b"".join(c["args"][c["args_off"][r]:c["args_off"][r + 1]].tobytes() for r in rows)
             out[pre + "lens"] = np.diff(c["args_off"])[rows]
@@ -690,7 +716,7 @@ def test_split_matches_the_numpy_reference(data):
     n = data.draw(st.integers(0, 40))
     ints = lambda lo, hi, t: np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), t)  # noqa: E731
     bits = [S.F_NAME, S.F_CAT, S.F_TS, S.F_DUR, S.F_PID, S.F_TID, S.F_ID, S.F_ARGS, S.F_S, S.F_BP, S.F_PH, S.SLOW,
-            S.F_PID_U64, S.F_TID_U64, S.F_ID_U64]
+            S.F_PID_U64, S.F_TID_U64, S.F_ID_U64, S.F_BIND, S.F_FLOW_IN, S.F_FLOW_OUT]
     flags = np.array([sum(b for b in bits if data.draw(st.booleans()) or b in (S.F_TS, S.F_PH) and
                           data.draw(st.booleans())) for _ in range(n)], np.int32)
     nstr = data.draw(st.integers(0, 5))
@@ -703,13 +729,15 @@ def test_split_matches_the_numpy_reference(data):
          "pid": ints(-3, 2**40, np.int64), "tid": ints(-3, 9, np.int64), "id": ints(-2**62, 2**62, np.int64),
          "s": np.array(data.draw(st.lists(st.sampled_from(list(b"gpt\0")), min_size=n, max_size=n)), np.uint8),
          "bp": np.array(data.draw(st.lists(st.sampled_from(list(b"e\0x")), min_size=n, max_size=n)), np.uint8),
+         "bind": ints(-2**63, 2**63 - 1, np.int64), "flow": ints(0, 3, np.uint8),
          "args_off": np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)}
     c["args"] = np.frombuffer(b"".join(texts), np.uint8)
     smap = np.array(data.draw(st.lists(st.integers(0, 100), min_size=nstr, max_size=nstr)), np.int32)
     base = data.draw(st.integers(0, 2**61))
     tid_zero, thread_be = data.draw(st.booleans()), data.draw(st.booleans())
     got = S.split(c["flags"], c["ph"], c["name"], c["cat"], c["ts"], c["dur"], c["pid"], c["tid"], c["id"],
-                  c["s"], c["bp"], c["args"], c["args_off"], smap, base, tid_zero, S.Counters(), thread_be)
+                  c["s"], c["bp"], c["bind"], c["flow"], c["args"], c["args_off"], smap, base, tid_zero, S.Counters(),
+                  thread_be)
     want = split_reference(c, smap, base, tid_zero, thread_be)
     for k, w in want.items():
         g = got[k]
@@ -724,15 +752,15 @@ def test_split_matches_the_numpy_reference(data):
 def test_split_refuses_columns_that_do_not_fit():
     z8, z32, z64 = np.zeros(2, np.uint8), np.zeros(2, np.int32), np.zeros(2, np.int64)
     with pytest.raises(ValueError):            # args_off one short
-        S.split(z32, z8, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, z64, np.zeros(1, np.int32), 0, False,
+        S.split(z32, z8, z32, z32, z64, z64, z64, z64, z64, z8, z8, z64, z8, z8, z64, np.zeros(1, np.int32), 0, False,
                 S.Counters(), False)
     flags = np.full(2, S.F_TS | S.F_PH, np.int32)
     ph = np.array(list(b"ii"), np.uint8)
     with pytest.raises(ValueError):            # a string with no model id
-        S.split(flags, ph, np.array([3, 0], np.int32), z32, z64, z64, z64, z64, z64, z8, z8, z8,
+        S.split(flags, ph, np.array([3, 0], np.int32), z32, z64, z64, z64, z64, z64, z8, z8, z64, z8, z8,
                 np.zeros(3, np.int64), np.zeros(1, np.int32), 0, False, S.Counters(), False)
     with pytest.raises(ValueError):            # args outside the data
-        S.split(flags, ph, z32, z32, z64, z64, z64, z64, z64, z8, z8, z8, np.array([0, 5, 9]),
+        S.split(flags, ph, z32, z32, z64, z64, z64, z64, z64, z8, z8, z64, z8, z8, np.array([0, 5, 9]),
                 np.zeros(1, np.int32), 0, False, S.Counters(), False)
 
 

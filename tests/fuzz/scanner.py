@@ -51,7 +51,8 @@ def feed(data: bytes, rng: random.Random) -> None:
             after = after or n > 0
             if n:
                 k = S.split(cols["flags"], cols["ph"], cols["name"], cols["cat"], cols["ts"], cols["dur"],
-                            cols["pid"], cols["tid"], cols["id"], cols["s"], cols["bp"], cols["args"],
+                            cols["pid"], cols["tid"], cols["id"], cols["s"], cols["bp"], cols["bind"], cols["flow"],
+                            cols["args"],
                             cols["args_off"], np.arange(len(strings), dtype=np.int32), 0, rng.random() < 0.5,
                             S.Counters(), rng.random() < 0.5)
                 parts = sum(len(k[p + "rows"]) for p in ("x_", "f_", "i_", "b_", "c_")) + len(k["rest"])

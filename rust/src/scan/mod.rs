@@ -28,8 +28,8 @@
 //! decoded from its own text by the Python reader's general decoder): a field of another type, an
 //! id past 64 bits (one past int64, up to 2^64 - 1, is kept as its bits and flagged: `F_*_U64`),
 //! an escape in a key or a name, `ts` with an exponent or more than three decimals, args holding
-//! `\u` escapes, exponents or numbers of 100+ characters, a repeated or rare key (`id2`,
-//! `bind_id`, `flow_in`, `flow_out`).  Nothing is dropped and nothing is guessed.  Containers
+//! `\u` escapes, exponents or numbers of 100+ characters, a repeated or rare key (`id2`), a
+//! `bind_id` other than an int64, a `flow_in`/`flow_out` other than `true`/`false`.  Nothing is dropped and nothing is guessed.  Containers
 //! nested more than [`MAX_DEPTH`] levels inside a value stop the scan with `BAD` (the Python
 //! reader's whole-document path reads such a file, turning deep values into strings).
 //!
@@ -89,6 +89,11 @@ pub const F_PH: i32 = 1 << 10;
 pub const F_PID_U64: i32 = 1 << 11;
 pub const F_TID_U64: i32 = 1 << 12;
 pub const F_ID_U64: i32 = 1 << 13;
+/// v2 flows: the event has `bind_id` (an int64, in the `bind` column), `flow_in`, `flow_out`
+/// (`true` or `false`, in the `flow` column: 1 flow_in, 2 flow_out)
+pub const F_BIND: i32 = 1 << 14;
+pub const F_FLOW_IN: i32 = 1 << 16;
+pub const F_FLOW_OUT: i32 = 1 << 17;
 pub const SLOW: i32 = 1 << 15;
 
 /// Containers nested deeper than this inside one value (an event's args, a header value) stop
@@ -186,6 +191,9 @@ pub struct Cols {
     pub id: Vec<i64>,
     pub s: Vec<u8>,
     pub bp: Vec<u8>,
+    pub bind: Vec<i64>,
+    /// 1: `flow_in` is true; 2: `flow_out` is true
+    pub flow: Vec<u8>,
     /// each row's args object without whitespace, back to back (`{}` and no args: empty)
     pub args: Vec<u8>,
     /// row r's compacted args are `args[args_off[r]..args_off[r + 1]]`
@@ -208,6 +216,9 @@ enum Key {
     Args,
     S,
     Bp,
+    BindId,
+    FlowIn,
+    FlowOut,
     Rare,
 }
 
@@ -245,6 +256,8 @@ struct RawEvent<'de> {
     pid: i64,
     tid: i64,
     id: i64,
+    bind: i64,
+    flow: u8,
     /// an args object was read into ARGS
     args_kept: bool,
     /// where this event's args start in ARGS
@@ -269,7 +282,10 @@ fn key_of(k: &str) -> Key {
         "args" => Key::Args,
         "s" => Key::S,
         "bp" => Key::Bp,
-        "id2" | "bind_id" | "flow_in" | "flow_out" => Key::Rare,
+        "bind_id" => Key::BindId,
+        "flow_in" => Key::FlowIn,
+        "flow_out" => Key::FlowOut,
+        "id2" => Key::Rare,
         _ => Key::Other,
     }
 }
@@ -351,6 +367,8 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                     pid: 0,
                     tid: 0,
                     id: 0,
+                    bind: 0,
+                    flow: 0,
                     args_kept: false,
                     args_at: ARGS.with_borrow(|a| a.len()),
                     deep: false,
@@ -388,6 +406,29 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                                 },
                             }
                         }
+                        Key::FlowIn | Key::FlowOut => {
+                            let raw = map.next_value::<&'de RawValue>()?.get();
+                            let (f, bit) = if key == Key::FlowIn {
+                                (F_FLOW_IN, 1)
+                            } else {
+                                (F_FLOW_OUT, 2)
+                            };
+                            ev.mark(f);
+                            match raw {
+                                "true" => ev.flow |= bit,
+                                "false" => ev.flow &= !bit,
+                                _ => {
+                                    // (a value not kept: only its depth matters, as another key's)
+                                    ev.fl |= SLOW;
+                                    if raw.starts_with(['[', '{'])
+                                        && ev.deep_other_at.is_none()
+                                        && walk(raw, 1, None).is_err()
+                                    {
+                                        ev.deep_other_at = Some(ev.strs.len());
+                                    }
+                                }
+                            }
+                        }
                         Key::Args => {
                             // read once by serde_json as raw text, then compacted (or only
                             // checked for depth) in one pass however deep it is
@@ -417,6 +458,22 @@ impl<'de> Deserialize<'de> for RawEvent<'de> {
                             let first = raw.as_bytes().first().copied().unwrap_or(0);
                             let is_number = first == b'-' || first.is_ascii_digit();
                             match key {
+                                Key::BindId => {
+                                    // an int64 (hex strings, and ids past int64: the general decoder)
+                                    ev.mark(F_BIND);
+                                    match int64(raw).filter(|_| is_number) {
+                                        Some((x, false)) => ev.bind = x,
+                                        _ => ev.fl |= SLOW,
+                                    }
+                                    if !is_number
+                                        && (first == b'{' || first == b'[')
+                                        && ev.deep_other_at.is_none()
+                                        && walk(raw, 1, None).is_err()
+                                    {
+                                        ev.deep_other_at = Some(ev.strs.len());
+                                    }
+                                    continue;
+                                }
                                 Key::Ts | Key::Dur | Key::Pid | Key::Tid | Key::Id if is_number => {
                                     let (f, got) = match key {
                                         Key::Ts => (F_TS, us_to_ns(raw).inspect(|&x| ev.ts = x)),
@@ -722,6 +779,8 @@ fn scan_event(b: &str, i: usize, table: &mut Table, c: &mut Cols, end: &mut usiz
     c.id.push(ev.id);
     c.s.push(ev.s);
     c.bp.push(ev.bp);
+    c.bind.push(ev.bind);
+    c.flow.push(ev.flow);
     c.args_off.push(c.args.len() as i64);
     EventOutcome::Row
 }
@@ -799,6 +858,7 @@ fn scan_str(
         &mut c.pid,
         &mut c.tid,
         &mut c.id,
+        &mut c.bind,
     ] {
         v.reserve(rows);
     }
@@ -809,7 +869,7 @@ fn scan_str(
     for v in [&mut c.flags, &mut c.name, &mut c.cat] {
         v.reserve(rows);
     }
-    for v in [&mut c.ph, &mut c.s, &mut c.bp] {
+    for v in [&mut c.ph, &mut c.s, &mut c.bp, &mut c.flow] {
         v.reserve(rows);
     }
     let mut rows = 0usize;
@@ -863,6 +923,8 @@ fn cols_dict<'py>(py: Python<'py>, c: Cols) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("id", c.id.into_pyarray(py))?;
     d.set_item("s", c.s.into_pyarray(py))?;
     d.set_item("bp", c.bp.into_pyarray(py))?;
+    d.set_item("bind", c.bind.into_pyarray(py))?;
+    d.set_item("flow", c.flow.into_pyarray(py))?;
     d.set_item("args", c.args.into_pyarray(py))?;
     d.set_item("args_off", c.args_off.into_pyarray(py))?;
     Ok(d)
@@ -944,6 +1006,9 @@ pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
         ("F_PID_U64", F_PID_U64),
         ("F_TID_U64", F_TID_U64),
         ("F_ID_U64", F_ID_U64),
+        ("F_BIND", F_BIND),
+        ("F_FLOW_IN", F_FLOW_IN),
+        ("F_FLOW_OUT", F_FLOW_OUT),
         ("SLOW", SLOW),
     ] {
         m.add(k, v)?;

@@ -15,8 +15,8 @@ use std::fmt;
 use std::sync::Mutex;
 
 use super::{
-    lock, F_ARGS, F_BP, F_DUR, F_ID, F_ID_U64, F_PH, F_PID, F_PID_U64, F_S, F_TID, F_TID_U64, F_TS,
-    SLOW,
+    lock, F_ARGS, F_BIND, F_BP, F_DUR, F_ID, F_ID_U64, F_PH, F_PID, F_PID_U64, F_S, F_TID,
+    F_TID_U64, F_TS, SLOW,
 };
 use crate::nest::{column, same_length, Column};
 
@@ -205,6 +205,10 @@ struct Part {
     has_args: Vec<bool>,
     /// X, flows, begins and ends: which of pid (1) and tid (2) hold an unsigned 64-bit id
     big: Vec<u8>,
+    /// X, begins and ends: v2 flows' `bind_id` (0 for none) ...
+    bind: Vec<i64>,
+    /// ... and 1 `flow_in`, 2 `flow_out`, 4 the event has a `bind_id`
+    flow: Vec<u8>,
     /// the latest time (an X's end), i64::MIN if none
     top: i64,
 }
@@ -226,6 +230,8 @@ impl Part {
             bp_e: Vec::with_capacity(rows),
             has_args: Vec::with_capacity(rows),
             big: Vec::with_capacity(rows),
+            bind: Vec::with_capacity(rows),
+            flow: Vec::with_capacity(rows),
             top: i64::MIN,
         }
     }
@@ -245,6 +251,8 @@ impl Part {
             bp_e,
             has_args,
             big,
+            bind,
+            flow,
             top,
         } = self;
         d.set_item(format!("{pre}rows"), rows.into_pyarray(py))?;
@@ -260,18 +268,21 @@ impl Part {
         d.set_item(format!("{pre}bp_e"), bp_e.into_pyarray(py))?;
         d.set_item(format!("{pre}has_args"), has_args.into_pyarray(py))?;
         d.set_item(format!("{pre}big"), big.into_pyarray(py))?;
+        d.set_item(format!("{pre}bind"), bind.into_pyarray(py))?;
+        d.set_item(format!("{pre}flow"), flow.into_pyarray(py))?;
         d.set_item(format!("{pre}top"), top)?;
         Ok(())
     }
 }
 
-/// split(flags, ph, name, cat, ts, dur, pid, tid, id, s, bp, args, args_off, smap, base, tid_zero,
-/// counters, thread_be) -> dict
+/// split(flags, ph, name, cat, ts, dur, pid, tid, id, s, bp, bind, flow, args, args_off, smap, base,
+/// tid_zero, counters, thread_be) -> dict
 ///
 /// The rows of one `scan` call sorted into what the reader takes in bulk, in one pass (the rules
 /// `ChromeReader._take_rows` states):
 ///
-/// * `x_`: complete events of the plain shape (`ts`, `dur` >= 0 and `ph` "X", nothing SLOW);
+/// * `x_`: complete events of the plain shape (`ts`, `dur` >= 0 and `ph` "X", nothing SLOW; those
+///   with a `bind_id` only when every one of the batch is so);
 /// * `f_`: flow events (`s`/`t`/`f` with `ts` and an int64 `id`, nothing SLOW);
 /// * `i_`: instants (`i`/`I`/`R` with `ts`, without `id`, pid and tid int64, nothing SLOW);
 /// * `b_`: begins and ends (`B`/`E` with `ts`, nothing SLOW; `b`/`e` too with `thread_be`, the
@@ -287,7 +298,8 @@ impl Part {
 /// for none), `args`/`lens` (the rows' compacted args back to back; X and instants), `val` (X: the
 /// duration; flows: the id), `letter` (flows: the phase; instants: `s`, or `t` without one),
 /// `big` (which of pid (1) and tid (2) hold an unsigned 64-bit id's bits: see `Pairs`),
-/// `bp_e` (flows: `bp` is "e"), `has_args` (begins and ends: an args member, maybe `{}`, which
+/// `bind`/`flow` (X, begins and ends: v2 flows' `bind_id`, and 1 `flow_in`, 2 `flow_out`, 4 has a
+/// `bind_id`), `bp_e` (flows: `bp` is "e"), `has_args` (begins and ends: an args member, maybe `{}`, which
 /// the compacted text leaves empty) and `top` (the latest time, an X's end; i64 min for none).
 /// Runs without the GIL.
 #[pyfunction]
@@ -305,6 +317,8 @@ pub(super) fn split<'py>(
     id: Column<'py, i64>,
     s: Column<'py, u8>,
     bp: Column<'py, u8>,
+    bind: Column<'py, i64>,
+    flow: Column<'py, u8>,
     args: Column<'py, u8>,
     args_off: Column<'py, i64>,
     smap: Column<'py, i32>,
@@ -322,6 +336,7 @@ pub(super) fn split<'py>(
         column(&tid),
         column(&id),
     );
+    let (bind, flow) = (column(&bind), column(&flow));
     let (s, bp, args, args_off, smap) = (
         column(&s),
         column(&bp),
@@ -344,6 +359,8 @@ pub(super) fn split<'py>(
             id.len(),
             s.len(),
             bp.len(),
+            bind.len(),
+            flow.len(),
         ],
     )?;
     if args_off.len() != n + 1 {
@@ -397,6 +414,15 @@ pub(super) fn split<'py>(
                 }
             })
             .collect();
+        // a batch with a complete event with a bind_id left to the general decoder leaves it all of
+        // them: the v2 flow points stay in the file's order (the order flows are linked in)
+        if (0..n).any(|r| kind[r] == 3 && ph[r] == b'X' && flags[r] & F_BIND != 0) {
+            for r in 0..n {
+                if kind[r] == 0 && flags[r] & F_BIND != 0 {
+                    kind[r] = 3;
+                }
+            }
+        }
         // a batch with a counter left to the general decoder leaves it all of them: the samples
         // stay in the file's order (at one time on one track, the order is what a viewer shows)
         if kind
@@ -454,6 +480,11 @@ pub(super) fn split<'py>(
             part.pid.push(pd);
             part.tid.push(td);
             part.big.push(big_pid | big_tid << 1);
+            if k == 0 || k == 4 {
+                let b = fl & F_BIND != 0;
+                part.bind.push(if b { bind[r] } else { 0 });
+                part.flow.push(if b { flow[r] & 3 | 4 } else { 0 });
+            }
             part.name.push(sid(name[r])?);
             part.cat.push(sid(cat[r])?);
             match k {

@@ -499,7 +499,7 @@ class ChromeReader(ReadPaths):
         if self._counters is None:
             self._counters = SCAN.Counters()
         k = SCAN.split(cols.flags, cols.ph, cols.name, cols.cat, cols.ts, cols.dur, cols.pid, cols.tid,
-                       cols.id, cols.s, cols.bp, cols.args, cols.args_off, smap, self.base_ns,
+                       cols.id, cols.s, cols.bp, cols.bind, cols.flow, cols.args, cols.args_off, smap, self.base_ns,
                        self.missing_tid == "zero", self._counters, self.async_on_threads)
         rows = k["x_rows"]
         if len(rows):
@@ -515,6 +515,13 @@ class ChromeReader(ReadPaths):
             self._bseq.frombytes(_raw((rows + seq0).astype(np.int32)))
             self._eseq.frombytes(_raw(np.full(len(rows), -1, np.int32)))
             self.used["X"] += len(rows)
+            flow = k["x_flow"]
+            bound = np.flatnonzero(flow & 4)
+            if len(bound):          # v2 flows: (bind_id, slice, flow_in, flow_out, ts), as _convert_events
+                first = len(s.ts) - len(rows)
+                self._flows.binds.extend(zip(k["x_bind"][bound].tolist(), (bound + first).tolist(),
+                                             (flow[bound] & 1 != 0).tolist(), (flow[bound] & 2 != 0).tolist(),
+                                             k["x_ts"][bound].tolist()))
         # flow events (s/t/f) with an integer id: straight into their flow's list
         frows = k["f_rows"]
         if len(frows):
@@ -528,7 +535,8 @@ class ChromeReader(ReadPaths):
         if len(k["b_rows"]):
             ends = (k["b_letter"] == ord("E")) | (k["b_letter"] == ord("e"))
             self._stacks.add_rows(k["b_ts"], k["b_rows"] + seq0, ends, k["b_pid"], k["b_tid"], k["b_big"],
-                                  k["b_name"], k["b_cat"], k["b_args"], k["b_lens"], k["b_has_args"])
+                                  k["b_name"], k["b_cat"], k["b_args"], k["b_lens"], k["b_has_args"],
+                                  k["b_bind"], k["b_flow"])
         if len(k["c_rows"]):
             self._take_counters(k)
         top = max(k["x_top"], k["f_top"], k["i_top"], k["b_top"], k["c_top"])

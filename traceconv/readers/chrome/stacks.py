@@ -88,10 +88,14 @@ class Stacks:
 
     def add_rows(self, ts: np.ndarray, seq: np.ndarray, ends: np.ndarray, pid: np.ndarray, tid: np.ndarray,
                  big: np.ndarray, name: np.ndarray, cat: np.ndarray, args: np.ndarray, lens: np.ndarray,
-                 has_args: np.ndarray) -> None:
+                 has_args: np.ndarray, bind: np.ndarray, flow: np.ndarray) -> None:
         """The scanner's ``B``/``E`` rows of a batch (``ends``: the row is an end), on the stacks of
         their (pid, tid) threads (``big``: which are unsigned 64-bit ids, see ``SCAN.Pairs``);
-        ``args``/``lens`` their args, compacted by the scanner."""
+        ``args``/``lens`` their args, compacted by the scanner; ``bind``/``flow`` their v2 flows
+        (``flow``: 1 flow_in, 2 flow_out, 4 a bind_id)."""
+        row0 = len(self.ts)
+        for j in np.flatnonzero((flow & 4 != 0) & ~np.asarray(ends, bool)).tolist():
+            self.binds[row0 + j] = (int(bind[j]), bool(flow[j] & 1), bool(flow[j] & 2))
         if self.pairs is None:
             self.pairs = _core.scan.Pairs()
         ids, new = self.pairs.ids(pid, tid, big)
