@@ -188,6 +188,11 @@ def chrome_event(draw: Any, cats: list[str] | None = None) -> dict:
         ev["id"] = draw(st.one_of(st.integers(0, 4), numbers, st.text(max_size=4)))
     if ph == "f" and draw(st.booleans()):
         ev["bp"] = "e"
+    if ph in ("X", "B", "E", "b") and draw(st.integers(0, 4)) == 0:     # v2 flows
+        ev["bind_id"] = draw(st.one_of(st.integers(0, 3), st.integers(2**63 - 2, 2**64), st.text(max_size=3), numbers))
+        for k in ("flow_in", "flow_out"):
+            if draw(st.booleans()):
+                ev[k] = draw(st.one_of(st.booleans(), st.booleans(), st.just(1), st.none()))
     if ph in "iI" and draw(st.booleans()):
         ev["s"] = draw(st.sampled_from(["t", "p", "g", "x"]))
     if ph == "M":
