@@ -75,9 +75,6 @@ def _cell(text: str, quoted: bool) -> Any:
         return float(text)
 
 
-_CELL_START = set('"-0123456789')
-
-
 def _parse_csv(out: str) -> list[list[dict[str, Any]]]:
     """trace_processor's CSV blocks (one per query, a blank line between) as typed rows."""
     blocks: list[list[list[Any]]] = []
@@ -95,17 +92,17 @@ def _parse_csv(out: str) -> list[list[dict[str, Any]]]:
             continue
         at_line_start = False
         if c == '"':
-            # trace_processor (v58) writes a string between quotes without doubling its own quotes:
-            # the cell ends at the first quote followed by the row's end or by a comma and the next
-            # cell's start (a quote, or a number's first character)
-            k = i
+            j, parts = i + 1, []
             while True:
-                k = out.index('"', k + 1)
-                after = out[k + 1:k + 3]
-                if after[:1] in ("", "\n") or (after[:1] == "," and after[1:2] in _CELL_START):
-                    break
-            row.append(_cell(out[i + 1:k], True))
-            i = k + 1
+                k = out.index('"', j)
+                parts.append(out[j:k])
+                if k + 1 < n and out[k + 1] == '"':
+                    parts.append('"')
+                    j = k + 2
+                    continue
+                i = k + 1
+                break
+            row.append(_cell("".join(parts), True))
         else:
             k = i
             while k < n and out[k] not in ",\n":
