@@ -693,7 +693,7 @@ def split_reference(c: dict, smap: np.ndarray, base: int, tid_zero: bool, thread
     ts, ids, value = [], [], []
     for r in out["c_rows"].tolist():
         for key, v in members[r]:
-            combo = (int(pid[r]) + (2**64 if big_pid[r] else 0), int(name_id[r]), key)
+            combo = (int(pid[r]) % 2**64 if big_pid[r] else int(pid[r]), int(name_id[r]), key)
             if combo not in combos:
                 combos[combo] = len(combos)
                 out["c_new"].append(combo)
