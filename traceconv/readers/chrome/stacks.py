@@ -19,6 +19,7 @@ import orjson
 
 from ..._native import _core
 from ...model import ArgsColumn, Trace
+from ...model.args import TAKE_ROWS
 
 STACKS = _core.stacks
 
@@ -173,6 +174,8 @@ class Stacks:
                 src[j] = len(self.args) + len(lens)
                 merged += kept or b""
                 lens.append(len(kept or b""))
+                if not len(lens) % TAKE_ROWS:
+                    self.args.forget()      # (a spilled column's pages read so far: 48 MB for MegEngine's)
         del data, off
         if lens:
             self.args.extend_packed(merged, lens)
