@@ -772,9 +772,9 @@ def measure_producers(a: argparse.Namespace) -> list[dict] | None:
     for i, ((label, sample, k), f) in enumerate(zip(have, files)):
         base, ours = m[f"jsonloads{i}"], m[f"convert{i}"]
         size = f.stat().st_size
-        print(f"  {label} x {k} ({size / MB:.0f} MB): {ours['seconds']:.2f} s = {ours['seconds'] / base['seconds']:.2f} x "
-              f"({base['seconds']:.2f} s); peak RSS {ours['maxrss'] / MB:.0f} MB = {ours['maxrss'] / size:.2f} x the input",
-              flush=True)
+        x = ours["seconds"] / base["seconds"]
+        print(f"  {label} x {k} ({size / MB:.0f} MB): {ours['seconds']:.2f} s = {x:.2f} x ({base['seconds']:.2f} s); "
+              f"peak RSS {ours['maxrss'] / MB:.0f} MB = {ours['maxrss'] / size:.2f} x the input", flush=True)
         rows.append({"producer": label, "sample": sample.name, "copies": k, "json_bytes": size, "jsonloads": base,
                      "convert": ours})
     return rows

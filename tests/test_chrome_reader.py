@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -12,6 +13,7 @@ import pytest
 
 import traceconv
 from traceconv.readers.chrome import paths as chrome_paths
+from traceconv.readers.chrome import reader
 from traceconv.readers.chrome.reader import ChromeReader, sniff, us_to_ns
 from traceconv.errors import TraceconvError, WarningCode
 from traceconv.model.layout import nest
@@ -418,3 +420,32 @@ def test_v2_flows_read_in_bulk_and_one_by_one_link_alike(tmp_path):
     assert flows(ev[:5] + [ev[5]]) == want                               # (e: a hex id, alone)
     escaped = ev[:4] + [ev[4].replace('"name": "d"', '"name": "\\u0064"')]
     assert flows(escaped) == want                                        # one by one
+
+
+@pytest.mark.parametrize("path", [
+    "fixtures/megengine_timeline/generated_mge1130_dynamic.chrome_timeline.json.gz",
+    "fixtures/mxnet_trace/generated_mxnet191_profile_all.json",
+    None,
+])
+def test_begins_ends_counters_v2_flows_and_64_bit_ids_skip_the_general_decoder(path, tmp_path, monkeypatch):
+    """The shapes of MegEngine's and MXNet's timelines and of traceconv's own JSON are read in bulk:
+    B/E and MXNet's b/e, counters, complete events with a v2 flow, ids past int64.  Before, every
+    such event was decoded and converted one by one (MegEngine's file as one whole document)."""
+    if path is None:
+        path = tmp_path / "own.json"
+        # (a Kineto excerpt with flows and [memory] counters, written as traceconv's own JSON)
+        kineto = Path(__file__).parent / "fixtures/kineto"
+        traceconv.convert(kineto / "hta_df_index_resolver_gpu_memory_events_EXCERPT.json.gz", path)
+    else:
+        path = Path(__file__).parent / path
+    general: list[str] = []
+    convert = reader.ChromeReader._convert_events
+
+    def spy(self, events, seq0, seqs=None):
+        general.extend(e.ph for e in events)
+        return convert(self, events, seq0, seqs)
+
+    monkeypatch.setattr(reader.ChromeReader, "_convert_events", spy)
+    tr = traceconv.load(path)
+    assert len(tr.slices) > 100 and len(tr.counters) > 100 and (len(tr.flows) > 100 or "mxnet" in str(path))
+    assert not [ph for ph in general if ph in ("B", "E", "b", "e", "C", "X")], Counter(general)

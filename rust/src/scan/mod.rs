@@ -29,9 +29,10 @@
 //! id past 64 bits (one past int64, up to 2^64 - 1, is kept as its bits and flagged: `F_*_U64`),
 //! an escape in a key or a name, `ts` with an exponent or more than three decimals, args holding
 //! `\u` escapes, exponents or numbers of 100+ characters, a repeated or rare key (`id2`), a
-//! `bind_id` other than an int64, a `flow_in`/`flow_out` other than `true`/`false`.  Nothing is dropped and nothing is guessed.  Containers
-//! nested more than [`MAX_DEPTH`] levels inside a value stop the scan with `BAD` (the Python
-//! reader's whole-document path reads such a file, turning deep values into strings).
+//! `bind_id` other than an int64, a `flow_in`/`flow_out` other than `true`/`false`.  Nothing is
+//! dropped and nothing is guessed.  Containers nested more than [`MAX_DEPTH`] levels inside a value
+//! stop the scan with `BAD` (the Python reader's whole-document path reads such a file, turning
+//! deep values into strings).
 //!
 //! The rules are those of the numba scanner this replaces (`traceconv/fast/jsonscan.py` before
 //! it was removed); `tests/test_scan.py` keeps a pure-Python reference of them and compares.

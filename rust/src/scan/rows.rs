@@ -288,8 +288,9 @@ impl Part {
 /// * `b_`: begins and ends (`B`/`E` with `ts`, nothing SLOW; `b`/`e` too with `thread_be`, the
 ///   dialect's say that they nest per thread, MXNet's), for `readers/chrome/stacks.py`;
 /// * `c_`: counters (`C` with `ts` and args, without `id`, nothing SLOW, every member a number
-///   (`counter_samples`), when every counter of the batch is so -- else all go to the rest): `rows`, then per sample (a member) `ts` (+ `base`), `ids` (its
-///   counter's number in the `counters` table: pid (0 when missing), name id, key), `value`;
+///   (`counter_samples`), when every counter of the batch is so -- else all go to the rest):
+///   `rows`, then per sample (a member) `ts` (+ `base`), `ids` (its counter's number in the
+///   `counters` table: pid (0 when missing), name id, key), `value`;
 ///   `new` the counters this call numbered, as (pid, name id, key); `top`;
 /// * `rest`: every other row, for the general decoder.
 ///

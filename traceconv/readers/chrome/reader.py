@@ -486,8 +486,8 @@ class ChromeReader(ReadPaths):
     def _take_rows(self, buf: bytes, cols: Rows, new_strings: list[str], n: int,
                    seq0: int, table: int) -> None:
         """Rows ``0..n-1`` of the scanner's output, numbered from ``seq0`` in the file: complete
-        events of the plain shape, flow points, instants, begins and ends, counters in bulk (sorted out and gathered in one
-        pass by :func:`SCAN.split`), the rest through :meth:`_convert_events`."""
+        events of the plain shape, flow points, instants, begins and ends, counters in bulk (sorted out
+        and gathered in one pass by :func:`SCAN.split`), the rest through :meth:`_convert_events`."""
         smap = self._string_ids(new_strings, table)
         if seq0 <= self.header_event < seq0 + n:
             cols.flags[self.header_event - seq0] |= SCAN.SLOW      # (left to _convert_events)
