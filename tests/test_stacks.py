@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,3 +116,20 @@ def test_pairs_across_the_scanner_and_the_general_decoder(tmp_path):
     assert got == [("inner", 2000, 3000), ("é", 1000, 4000)]
     cut = [w.count for w in tr.diagnostics.warnings if w.code.value == "unmatched-begin"]
     assert cut == [1]                                           # inner, cut short by é's end
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
+                     | st.text(), lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(), kids, max_size=3),
+                     max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), _JSON, max_size=5))
+def test_orjsons_text_of_a_merged_object_is_what_compact_args_keeps(merged):
+    """Merged args are written as orjson writes them, without compact_args: what compact_args
+    keeps of orjson's own text is that text unchanged (one line, read back as it was; infinite
+    floats and lone surrogates cannot come out of orjson.loads), and nothing for `{}`."""
+    from traceconv.readers.chrome.reader import compact_args
+
+    text = orjson.dumps(merged)
+    assert compact_args(text) == ((text if merged else None), False)

@@ -162,20 +162,29 @@ class Stacks:
         # the block it was made in, pages apart, and 82k of them kept took 345 MB)
         merged, lens = bytearray(), []
         data, off = self.args.packed()
-        for j in np.flatnonzero(end_has & begin_has).tolist():
-            b, e = int(begin[j]), int(end[j])
+        view = memoryview(data)
+        both = np.flatnonzero(end_has & begin_has)
+        rows_b, rows_e = begin[both], end[both]
+        text = self.text
+        base = len(self.args)
+        for j, b, e, b0, b1, e0, e1 in zip(both.tolist(), rows_b.tolist(), rows_e.tolist(), off[rows_b].tolist(),
+                                            off[rows_b + 1].tolist(), off[rows_e].tolist(), off[rows_e + 1].tolist()):
             try:
-                x = orjson.loads(self.text.get(b) or data[off[b]:off[b + 1]].tobytes() or b"{}")
-                y = orjson.loads(self.text.get(e) or data[off[e]:off[e + 1]].tobytes() or b"{}")
+                x = orjson.loads(text.get(b) or view[b0:b1] or b"{}")
+                y = orjson.loads(text.get(e) or view[e0:e1] or b"{}")
             except orjson.JSONDecodeError:
                 continue                    # the begin's, as they were
-            if isinstance(x, dict) and isinstance(y, dict):
-                kept, changed[j] = self.compact(orjson.dumps({**x, **y}))
-                src[j] = len(self.args) + len(lens)
-                merged += kept or b""
-                lens.append(len(kept or b""))
+            if type(x) is dict and type(y) is dict:
+                # what compact_args makes of orjson's own text: the same text, unchanged (it is
+                # one line, and what it holds orjson reads back as it was), none for `{}`
+                kept = orjson.dumps({**x, **y}) if x or y else b""
+                changed[j] = False
+                src[j] = base + len(lens)
+                merged += kept
+                lens.append(len(kept))
                 if not len(lens) % TAKE_ROWS:
                     self.args.forget()      # (a spilled column's pages read so far: 48 MB for MegEngine's)
+        del view
         del data, off
         if lens:
             self.args.extend_packed(merged, lens)
