@@ -1,5 +1,5 @@
 //! Flow binding and linking, for the v1 flow events (`s`/`t`/`f`) of
-//! `traceconv.readers.chrome.flows.FlowPoints`.
+//! `traceconv.readers.chrome.flows.FlowPoints`, and linking its v2 points (`link_v2`).
 //!
 //! `bind`: the rule is Perfetto's (its JSON importer sorts events stably by time, then a flow
 //! point binds to what is open on its thread at that moment); `flows.bind_points` states it
@@ -297,9 +297,98 @@ fn link<'py>(
     ))
 }
 
+/// `link_v2`'s loop: the flows of v2 points (`bind_id`, `flow_in`, `flow_out` on slices), each
+/// id's points in the order its first point came; returns (src, dst, unresolved).
+fn link_v2_kernel(
+    id: &[i64],
+    slice: &[i64],
+    fin: &[bool],
+    fout: &[bool],
+    ts: &[i64],
+) -> (Vec<i64>, Vec<i64>, i64) {
+    // each id's points, the ids in the order first seen (as a dict of lists keeps them)
+    let mut groups: indexmap::IndexMap<i64, Vec<usize>, rustc_hash::FxBuildHasher> =
+        Default::default();
+    for (k, &i) in id.iter().enumerate() {
+        groups.entry(i).or_default().push(k);
+    }
+    let (mut src, mut dst, mut unresolved) = (Vec::new(), Vec::new(), 0i64);
+    for items in groups.values_mut() {
+        // one pure source and one pure destination: linked whatever their order in time
+        if let [a, b] = items[..] {
+            if fin[a] != fout[a] && fin[b] != fout[b] && fout[a] != fout[b] {
+                let (s, d) = if fout[a] { (a, b) } else { (b, a) };
+                src.push(slice[s]);
+                dst.push(slice[d]);
+                continue;
+            }
+        }
+        // at one time, a source before its ends (stable: the input order after that)
+        items.sort_by_key(|&k| (ts[k], !fout[k], slice[k]));
+        let (mut pending, mut linked) = (None, false);
+        for &k in items.iter() {
+            if fin[k] {
+                match pending {
+                    Some(p) => {
+                        src.push(p);
+                        dst.push(slice[k]);
+                        linked = true;
+                    }
+                    None => unresolved += 1,
+                }
+            }
+            if fout[k] {
+                if pending.is_some() && !linked {
+                    unresolved += 1;
+                }
+                pending = Some(slice[k]);
+                linked = false;
+            }
+        }
+        if pending.is_some() && !linked {
+            unresolved += 1;
+        }
+    }
+    (src, dst, unresolved)
+}
+
+/// link_v2(id, slice, flow_in, flow_out, ts) -> (src, dst, unresolved)
+///
+/// Perfetto's v2 rule over the points of `FlowPoints.binds` (integer ids): `flow_in` ends the
+/// flow at its slice without closing it (several slices may take one flow: a fan-out),
+/// `flow_out` starts a new hop from its slice; an id with one pure source and one pure
+/// destination is linked whatever their order in time.  The flows in the order
+/// `FlowPoints._resolve_v2_reference` makes them, and how many points found no other end.  Runs
+/// without the GIL.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn link_v2<'py>(
+    py: Python<'py>,
+    id: Column<'py, i64>,
+    slice: Column<'py, i64>,
+    flow_in: Column<'py, bool>,
+    flow_out: Column<'py, bool>,
+    ts: Column<'py, i64>,
+) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, i64)> {
+    let (id, slice, fin, fout, ts) = (
+        column(&id),
+        column(&slice),
+        column(&flow_in),
+        column(&flow_out),
+        column(&ts),
+    );
+    same_length(
+        "link_v2",
+        &[id.len(), slice.len(), fin.len(), fout.len(), ts.len()],
+    )?;
+    let (src, dst, unresolved) = py.detach(|| link_v2_kernel(&id, &slice, &fin, &fout, &ts));
+    Ok((src.into_pyarray(py), dst.into_pyarray(py), unresolved))
+}
+
 pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(core.py(), "flows")?;
     m.add_function(wrap_pyfunction!(bind, &m)?)?;
     m.add_function(wrap_pyfunction!(link, &m)?)?;
+    m.add_function(wrap_pyfunction!(link_v2, &m)?)?;
     core.add_submodule(&m)
 }

@@ -49,37 +49,20 @@ class FlowPoints:
         return self._resolve_v1(trace, bseq, eseq, warn, used)
 
     def _resolve_v2(self, trace: Trace, warn: Warn) -> None:
+        """Link the v2 points (``bind_id``, ``flow_in``, ``flow_out`` on slices) by Perfetto's v2 rule
+        (compiled: ``_core.flows.link_v2``; its plain-Python statement is ``link_v2_reference`` in
+        tests/test_flows.py).  Each id is numbered as a dict keys it (``1`` and ``1.0`` are one id)."""
         if not self.binds:
             return
-        by_id: dict[Any, list[tuple[int, int, bool, bool]]] = defaultdict(list)
-        for bid, i, fin, fout, ts in self.binds:
-            by_id[bid].append((ts, i, fin, fout))
-        unresolved = 0
-        for items in by_id.values():
-            # Perfetto's v2 rule: flow_in ends the flow at this slice without closing it (several
-            # slices may take one flow out: a fan-out); flow_out starts a new hop from this slice.
-            if len(items) == 2 and items[0][2] != items[0][3] and items[1][2] != items[1][3] \
-                    and items[0][3] != items[1][3]:
-                # one pure source and one pure destination: linked whatever their order in time
-                src, dst = (items[0], items[1]) if items[0][3] else (items[1], items[0])
-                trace.add_flow(src[1], dst[1], None)
-                continue
-            items.sort(key=lambda x: (x[0], not x[3], x[1]))     # at one time, a source before its ends
-            pending: int | None = None
-            linked = False
-            for _, i, fin, fout in items:
-                if fin:
-                    if pending is not None:
-                        trace.add_flow(pending, i, None)
-                        linked = True
-                    else:
-                        unresolved += 1
-                if fout:
-                    if pending is not None and not linked:
-                        unresolved += 1
-                    pending, linked = i, False
-            if pending is not None and not linked:
-                unresolved += 1
+        number: dict[Any, int] = {}
+        ids = np.fromiter((number.setdefault(b[0], len(number)) for b in self.binds), np.int64, len(self.binds))
+        _, slices, fin, fout, ts = zip(*self.binds)
+        src, dst, unresolved = _core.flows.link_v2(ids, np.array(slices, np.int64), np.array(fin, bool),
+                                                   np.array(fout, bool), np.array(ts, np.int64))
+        f = trace.flows
+        f.src.frombytes(src.tobytes())
+        f.dst.frombytes(dst.tobytes())
+        f.name.frombytes(bytes(4 * len(src)))
         if unresolved:
             warn(WarningCode.UNRESOLVED_FLOW, "slices with a v2 flow (bind_id) that has no other end in "
                  "the trace: the slices were kept, not the flow", unresolved)
