@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import traceconv
 from traceconv._native import _core
+from traceconv.readers.chrome import reader
 
 NEVER = 2**31 - 1
 
@@ -68,19 +69,28 @@ def test_pairing_matches_the_python_reference(events, last):
         assert (g.tolist() if hasattr(g, "tolist") else g) == w, k
 
 
-def _slices(text: str, tmp_path) -> list[tuple]:
+def _slices(text: str, tmp_path, monkeypatch) -> tuple[list[tuple], int]:
+    """The slices of a trace of these events, and how many events the general decoder read."""
+    general = []
+    convert = reader.ChromeReader._convert_events
+
+    def spy(self, events, seq0, seqs=None):
+        general.extend(events)
+        return convert(self, events, seq0, seqs)
+
+    monkeypatch.setattr(reader.ChromeReader, "_convert_events", spy)
     p = tmp_path / "t.json"
-    p.write_text('{"traceEvents": [' + text + "]}")
+    p.write_text('{"traceEvents": [' + text + "]}", encoding="utf-8")
     tr = traceconv.load(p)
     s, names = tr.slices, tr.strings
-    return sorted((names[s.name[i]], s.ts[i], s.dur[i], s.args[i]) for i in range(len(s.ts)))
+    return sorted((names[s.name[i]], s.ts[i], s.dur[i], s.args[i]) for i in range(len(s.ts))), len(general)
 
 
-def test_a_slice_takes_its_begins_args_its_ends_or_both_merged(tmp_path):
+def test_a_slice_takes_its_begins_args_its_ends_or_both_merged(tmp_path, monkeypatch):
     """The begin's args (their text kept); the end's when the begin has none; both merged, the
     end's keys last, when both have some -- an end's empty object too (the scanner compacts it
     to nothing, yet the rows still merge, re-written as orjson writes them).  The same through
-    the general decoder (a `bind_id` sends a row there)."""
+    the general decoder (a rare key, `id2`, sends every row there)."""
     ev = [
         '{"ph": "B", "name": "a", "ts": 1, "pid": 1, "tid": 1, "args": {"x": 1, "y": 1.50}}',
         '{"ph": "E", "ts": 2, "pid": 1, "tid": 1}',
@@ -93,27 +103,27 @@ def test_a_slice_takes_its_begins_args_its_ends_or_both_merged(tmp_path):
     ]
     want = [("a", 1000, 1000, b'{"x":1,"y":1.50}'), ("b", 3000, 1000, b'{"z":[1,2]}'),
             ("c", 5000, 1000, b'{"x":1,"y":3,"w":"v"}'), ("d", 7000, 1000, b'{"y":1.5}')]
-    assert _slices(",".join(ev), tmp_path) == want
-    general = [e.replace('"ph": "B",', '"ph": "B", "bind_id": 9,') for e in ev]
-    got = _slices(",".join(general), tmp_path)      # (the general decoder keeps the spaces)
+    assert _slices(",".join(ev), tmp_path, monkeypatch) == (want, 0)            # the scanner's
+    general = [e.replace('"ph":', '"id2": 0, "ph":') for e in ev]
+    got, decoded = _slices(",".join(general), tmp_path, monkeypatch)
+    assert decoded == len(ev)
+    # (the general decoder keeps the args' spaces; a merge is written as orjson writes it)
     assert [(n, t, d, json.loads(a)) for n, t, d, a in got] == [(n, t, d, json.loads(a)) for n, t, d, a in want]
-    assert got[3][3] == b'{"y":1.5}'
+    assert got[0][3] == b'{"x": 1, "y": 1.50}' and got[3][3] == b'{"y":1.5}'
 
 
-def test_pairs_across_the_scanner_and_the_general_decoder(tmp_path):
+def test_pairs_across_the_scanner_and_the_general_decoder(tmp_path, monkeypatch):
     """A begin read by the scanner and its end by the general decoder (an escaped name) pair on one
     stack: names compare by their text, whichever path interned them."""
     ev = [{"ph": "B", "name": "é", "ts": 1, "pid": 1, "tid": 2},
           {"ph": "B", "name": "inner", "ts": 2, "pid": 1, "tid": 2},
-          {"ph": "E", "name": "\u00e9", "ts": 5, "pid": 1, "tid": 2, "bind_id": 3}]
-    text = json.dumps({"traceEvents": ev}, ensure_ascii=False).replace('"name": "é", "ts": 5',
-                                                                      '"name": "\\u00e9", "ts": 5')
-    p = tmp_path / "t.json"
-    p.write_text(text, encoding="utf-8")
-    tr = traceconv.load(p)
-    s, names = tr.slices, tr.strings
-    got = sorted((names[s.name[i]], s.ts[i], s.dur[i]) for i in range(len(s.ts)))
-    assert got == [("inner", 2000, 3000), ("é", 1000, 4000)]
+          {"ph": "E", "name": "é", "ts": 5, "pid": 1, "tid": 2}]
+    text = json.dumps(ev, ensure_ascii=False)
+    text = text[:text.rindex('"é"')] + '"\\u00e9"' + text[text.rindex('"é"') + 3:]
+    got, decoded = _slices(text[1:-1], tmp_path, monkeypatch)
+    assert decoded == 1                                         # the end alone
+    assert [g[:3] for g in got] == [("inner", 2000, 3000), ("é", 1000, 4000)]
+    tr = traceconv.load(tmp_path / "t.json")
     cut = [w.count for w in tr.diagnostics.warnings if w.code.value == "unmatched-begin"]
     assert cut == [1]                                           # inner, cut short by é's end
 

@@ -116,14 +116,14 @@ class Stacks:
     def match(self, last: int, never: int) -> dict[str, Any]:
         """The slices (see rust/src/stacks.rs): ``begin``, ``end``, ``end_ts``, ``end_seq`` per slice
         in the order they close, and the counts ``unmatched_end``, ``cut_short``, ``left_open``."""
-        name, cat = self._resolved(self.name), self._resolved(self.cat)
+        name, cat = (self._resolved(np.frombuffer(c, np.int32)) for c in (self.name, self.cat))
         return STACKS.match(np.frombuffer(self.ts, np.int64), np.frombuffer(self.seq, np.int64),
                             np.frombuffer(self.kind, np.uint8), np.frombuffer(self.key, np.int32),
                             name, cat, last, never)
 
-    def _resolved(self, ids: array) -> np.ndarray:
-        """String ids with the pending ones the model has interned since made its ids."""
-        a = np.frombuffer(ids, np.int32).copy()
+    def _resolved(self, ids: np.ndarray) -> np.ndarray:
+        """A copy of string ids, with the pending ones the model has interned since as its ids."""
+        a = ids.copy()
         if self._pending:
             have = self.trace.strings._ids
             now = np.array([have.get(s, p) for s, p in self._pending.items()], np.int32)  # by -1 - p
@@ -134,7 +134,7 @@ class Stacks:
     def names(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The model's ids of the names and categories of ``rows`` (begins, in the order their
         slices are made): the pending ones interned now, name then category, slice by slice."""
-        nm, ct = self._resolved(self.name)[rows], self._resolved(self.cat)[rows]
+        nm, ct = (self._resolved(np.frombuffer(c, np.int32)[rows]) for c in (self.name, self.cat))
         both = np.stack([nm, ct], 1).ravel()
         neg = both < 0
         if neg.any():
