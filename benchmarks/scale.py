@@ -1,7 +1,9 @@
 """A real producer's Chrome JSON trace made N times longer, for timing the readers of producers the
 bench's generated Kineto traces do not stand for (MegEngine, MXNet, Composer): its events after the
 metadata repeated N times, each copy shifted past the last (times keep at most 3 decimals, integer
-flow ids move by 1,000,000 a copy).
+flow ids move by 1,000,000 a copy).  A copy is shifted by the span of the run, not of its times:
+Composer's trace holds its own events in Unix µs beside torch's relative ones (~50 days apart),
+and shifting by that gap would put the copies past any valid time.
 
     python benchmarks/scale.py ../shared/samples/megengine/generated_mge1130_dynamic.chrome_timeline.json 100 mge.json
     python -c "import gc, json, time; gc.disable(); b = open('mge.json', 'rb').read(); \\
@@ -15,6 +17,8 @@ import sys
 
 import orjson
 
+RELATIVE_BELOW_US = 100_000_000_000_000
+
 
 def scale(src: str, dst: str, copies: int) -> int:
     doc = orjson.loads(open(src, "rb").read())
@@ -22,7 +26,9 @@ def scale(src: str, dst: str, copies: int) -> int:
     meta = [e for e in events if e.get("ph") == "M"]
     rest = [e for e in events if e.get("ph") != "M"]
     times = [e["ts"] for e in rest if isinstance(e.get("ts"), (int, float))]
-    span = int((max(times) - min(times)) * 1.1 + 10) if times else 0
+    # the times of each clock apart: relative ones (below 1e14 µs, 1973) and Unix ones
+    clocks = [[t for t in times if abs(t) < RELATIVE_BELOW_US], [t for t in times if abs(t) >= RELATIVE_BELOW_US]]
+    span = int(max(max(c) - min(c) for c in clocks if c) * 1.1 + 10) if times else 0
     out = list(meta)
     for k in range(copies):
         for e in rest:
