@@ -12,7 +12,7 @@ import pytest
 
 import perfetto_oracle as tp
 import traceconv
-from traceconv import formats
+from traceconv import formats, validate
 from traceconv.errors import WarningCode
 from traceconv.model.layout import nest
 from traceconv.model import TrackKind
@@ -207,3 +207,57 @@ def test_strict_refuses_a_trace_whose_slices_would_move_to_lanes(tmp_path):
         traceconv.convert(WITH_STACK, out, strict=True)
     assert not out.exists()
     assert traceconv.convert(WITH_STACK, out).slices == 71 and out.exists()
+
+
+DEPTH_SQL = """
+select coalesce(t.name, th.name) as track, count(*) as n, min(s.depth) as lo, max(s.depth) as hi,
+       min(s.name) as first_name, sum(s.dur) as total
+from slice s join track t on t.id = s.track_id left join thread_track tt on tt.id = t.id
+left join thread th using (utid) group by s.track_id order by n desc, track
+"""
+
+
+def _deep_json(path: Path, n: int) -> None:
+    """``n`` complete events on one thread, each inside the one before: depths 0..n-1."""
+    events = [{"ph": "X", "name": f"d{i:04}", "ts": i, "dur": 10 * n - 2 * i, "pid": 1, "tid": 1}
+              for i in range(n)]
+    events.append({"ph": "X", "name": "beside", "ts": 20 * n, "dur": 5, "pid": 1, "tid": 1})
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+
+
+@tp.requires_trace_processor
+def test_slices_nested_deeper_than_perfetto_keeps_go_to_depth_lanes(tmp_path):
+    """trace_processor drops what a track nests 512 levels deep or more (stat
+    slice_max_depth_exceeded, an error, from the JSON too): a deep recursion, or begins never ended
+    (Composer's markers on a long run).  traceconv moves them to lanes of 512 levels, counted; every
+    output loads with no error and keeps every slice and duration."""
+    src = tmp_path / "deep.json"
+    _deep_json(src, 1100)
+    raw = tp.run(src, "select count(*) as n from slice", "select value from stats where name = "
+                 "'slice_max_depth_exceeded'")
+    assert raw == [[{"n": 512 + 1}], [{"value": 588}]]        # what Perfetto itself keeps of the JSON
+    trace = traceconv.load(src)
+    nest(trace)
+    lanes = [t for t in trace.tracks if t.kind is TrackKind.LANE]
+    assert [(t.name, t.deep, t.lane) for t in lanes] == [("thread 1 (depth 512+)", 512, 1),
+                                                         ("thread 1 (depth 1024+)", 1024, 2)]
+    warned = {w.message: w.count for w in trace.diagnostics.warnings if w.code is WarningCode.OVERLAP_LANES}
+    assert list(warned.values()) == [588] and "512 levels deep" in next(iter(warned))
+    durations = 1000 * (sum(10 * 1100 - 2 * i for i in range(1100)) + 5)      # ns
+    for out in ("o.pftrace", "o.json"):
+        traceconv.save(trace, tmp_path / out)
+        tp.assert_loads(tmp_path / out)
+        rows = tp.run(tmp_path / out, DEPTH_SQL)[0]
+        assert [(r["n"], r["lo"], r["hi"], r["first_name"]) for r in rows] == [
+            (513, 0, 511, "beside"), (512, 0, 511, "d0512"), (76, 0, 75, "d1024")]
+        assert sum(r["total"] for r in rows) == durations
+        if out == "o.pftrace":
+            assert [r["track"] for r in rows][1:] == ["thread 1 (depth 512+)", "thread 1 (depth 1024+)"]
+    # read back, nested again: the same lanes, nothing moved twice
+    again = traceconv.load(tmp_path / "o.pftrace")
+    nest(again)
+    assert [(t.name, t.deep) for t in again.tracks if t.kind is TrackKind.LANE] == [(t.name, t.deep) for t in lanes]
+    report = validate.validate(src)
+    deep = [f for f in report.problems if f.check == "nesting too deep"]
+    assert [(f.count, f.examples[0][:9]) for f in deep] == [(588, "'d0512' a")]
+    assert not [f for f in report.findings if f.check == "overlapping slices"]

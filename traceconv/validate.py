@@ -50,7 +50,7 @@ from .api import PathLike, load
 from . import viewers
 from .errors import WarningCode, clip
 from .io import GZIP_ERRORS, Source, open_source
-from .model.layout import nest
+from .model.layout import DEEP_MOVED, MAX_DEPTH, nest
 from .model import Trace
 from .readers.chrome.reader import time_ns
 from .readers.chrome.stream import SCAN, BlockScanner, _ChunkFailure, _head_events, repair_utf8
@@ -617,20 +617,35 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
     tr = trace.time_range()
     t0 = tr[0] if tr else 0
 
-    before = {w.code: w.count for w in trace.diagnostics.warnings}
+    def lanes_warned() -> tuple[int, int]:
+        """Slices moved to lanes: for overlapping, and for nesting too deep (layout.DEEP_MOVED)."""
+        ws = [w for w in trace.diagnostics.warnings if w.code is WarningCode.OVERLAP_LANES]
+        deep = sum(w.count for w in ws if w.message.startswith(DEEP_MOVED))
+        return sum(w.count for w in ws) - deep, deep
+
+    before = lanes_warned()
     nest(trace)
-    moved = sum(w.count for w in trace.diagnostics.warnings if w.code is WarningCode.OVERLAP_LANES) \
-        - before.get(WarningCode.OVERLAP_LANES, 0)
+    moved, deep = (a - b for a, b in zip(lanes_warned(), before))
     s = trace.slices
+    if deep:
+        deep_tracks = np.array([t.id for t in trace.tracks if t.deep], dtype=np.int32)
+        on_deep = np.flatnonzero(np.isin(np.frombuffer(s.track, dtype=np.int32), deep_tracks))
+        findings.append(Finding("nesting too deep", PROBLEM, deep,
+                                f"slices nested {MAX_DEPTH} levels deep or more (Perfetto drops them; "
+                                "traceconv's outputs put them on 'depth' lanes): "
+                                + _shown_tracks(sorted({trace.track_label(trace.tracks[t.parent]) for t in trace.tracks
+                                                        if t.parent is not None and t.deep})),
+                                _slice_examples(trace, on_deep, t0)))
     if moved:
         tracks = sorted({trace.track_label(trace.tracks[t.parent]) for t in trace.tracks
-                         if t.parent is not None and t.lane})
-        lane_tracks = np.array([t.id for t in trace.tracks if t.parent is not None and t.lane], dtype=np.int32)
+                         if t.parent is not None and t.lane and not t.deep})
+        lane_tracks = np.array([t.id for t in trace.tracks if t.parent is not None and t.lane and not t.deep],
+                               dtype=np.int32)
         on_lanes = np.flatnonzero(np.isin(np.frombuffer(s.track, dtype=np.int32), lane_tracks))
         findings.append(Finding("overlapping slices", PROBLEM, moved,
                                 "slices overlap others on their thread without nesting (Perfetto moves them to "
                                 "an overflow track or drops them; traceconv's outputs put them on 'overlap' "
-                                "tracks): " + ", ".join(tracks[:5]) + (" ..." if len(tracks) > 5 else ""),
+                                "tracks): " + _shown_tracks(tracks),
                                 _slice_examples(trace, on_lanes, t0)))
     if len(s):
         dur = np.frombuffer(s.dur, dtype=np.int64)
@@ -696,3 +711,7 @@ def validate(path: PathLike, format: str | None = None) -> Report:
 
 
 __all__ = ["validate", "check_trace", "Report", "Finding"]
+
+
+def _shown_tracks(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")

@@ -188,7 +188,7 @@ def _rank_tracks(dst: Trace, src: Trace, rank: int, lanes: bool) -> np.ndarray:
                 continue
             if labels is None:                 # (the rank's threads, all made above)
                 labels = dst.thread_labels(q.id for q in pmap.values())
-            tmap[t.id] = dst.add_lane(dst.tracks[tmap[base.id]], t.lane, labels).id
+            tmap[t.id] = dst.add_lane(dst.tracks[tmap[base.id]], t.lane, labels, t.deep).id
     return tmap
 
 

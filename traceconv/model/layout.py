@@ -11,6 +11,11 @@ track sorted by start, longer first on ties; a slice is inside the open slice
 ``p`` when ``p.start <= s.start`` and ``s.end <= p.end``; an open slice whose
 end is at or before ``s.start`` is closed first.
 
+trace_processor keeps slices down to depth :data:`MAX_DEPTH` - 1 of a track and drops deeper ones
+(stat ``slice_max_depth_exceeded``, from a JSON file too): the slices a track holds deeper than that
+(a deep recursion, begins never ended) go to lanes of their own, :data:`MAX_DEPTH` levels a lane,
+each at its depth less the levels above it, also counted.
+
 Only the slices that cannot nest on their own track move, one by one: a slice
 stays on its track whenever it nests there, and what starts inside a moved slice
 is placed by the same rule (so it stays where it nests).  This is what Perfetto
@@ -32,6 +37,12 @@ from ..errors import WarningCode, clip
 from .. import memory
 from ..progress import report
 from .trace import Trace, TrackKind
+
+
+# Perfetto v58's SliceTracker: a slice that would be at this depth of its track or deeper is dropped
+MAX_DEPTH = 512
+DEEP_MOVED = (f"slices nested {MAX_DEPTH} levels deep or more on their track (which Perfetto drops: stat "
+              f"slice_max_depth_exceeded) were moved to lanes drawn with it, {MAX_DEPTH} levels a lane")
 
 
 def _col(a: array, dtype: str) -> np.ndarray:
@@ -113,10 +124,14 @@ def nest(trace: Trace) -> None:
     _chain_zero_slices(ts, dur, track, order, d, p)
     if n < 2**31:
         order = order.astype(np.int32)         # (kept for the writer: 4 bytes a slice, not 8)
+    moved: dict[int, int] = {}
+    overlapping = np.flatnonzero(lane)
+    for t, c in zip(*np.unique(track[overlapping], return_counts=True)):
+        moved[int(t)] = int(c)
+    deep_of, deep_moved = _deep_lanes(trace, track, order, d, lane)
     depth.frombytes(memoryview(d).cast("B"))     # (the arrays' own buffers: no intermediate copy)
     parent.frombytes(memoryview(p).cast("B"))
-    del d, p
-    moved: dict[int, int] = {}
+    del d, p, overlapping
     lanes = np.flatnonzero(lane)
     if len(lanes):
         # one track per (original track, lane), made in the order the lanes were first needed
@@ -131,12 +146,9 @@ def nest(trace: Trace) -> None:
         labels = trace.thread_labels(p.id for p in trace.processes)    # (no lane adds a thread)
         for u in np.argsort(first, kind="stable").tolist():
             t, k = int(uniq[u] >> 32), int(uniq[u] & 0xFFFF_FFFF)
-            made[u] = trace.add_lane(trace.tracks[t], k, labels).id
-            moved[t] = 0
+            made[u] = trace.add_lane(trace.tracks[t], k, labels, deep_of.get((t, k), 0)).id
         new_track = track.copy()
         new_track[lanes] = made[inv]
-        for t, c in zip(*np.unique(track[lanes], return_counts=True)):
-            moved[int(t)] = int(c)
         s.track = array("i")
         s.track.frombytes(memoryview(new_track).cast("B"))
         at, lane_track = pos[lanes], made[inv]
@@ -151,6 +163,41 @@ def nest(trace: Trace) -> None:
                   f"slices that partially overlap another on their track (so cannot nest there) were "
                   f"moved to 'overlap' lanes drawn with it; what nests stayed ({_shown(trace, moved)})",
                   sum(moved.values()))
+    if deep_moved:
+        trace.diagnostics.warn(WarningCode.OVERLAP_LANES, f"{DEEP_MOVED} ({_shown(trace, deep_moved)})",
+                               sum(deep_moved.values()))
+
+
+def _deep_lanes(trace: Trace, track: np.ndarray, order: np.ndarray, depth: np.ndarray, lane: np.ndarray
+                ) -> tuple[dict[tuple[int, int], int], dict[int, int]]:
+    """The slices :func:`nest` placed :data:`MAX_DEPTH` levels deep or more on their lane, given
+    lanes of their own (in place: ``lane`` numbered after the track's overlap lanes, in the order
+    the lanes were first needed; ``depth`` less the levels above).  A lane's slices from depth
+    ``m * MAX_DEPTH`` up to the next such depth nest as they did (each one's enclosing slices
+    down to that depth come along).  Returns the depth each new lane starts at, by (track, lane),
+    and the slices moved, by track."""
+    if not len(depth) or int(depth.max()) < MAX_DEPTH:
+        return {}, {}
+    deep = np.flatnonzero(depth >= MAX_DEPTH)
+    level = depth[deep] // MAX_DEPTH
+    depth[deep] -= level * MAX_DEPTH
+    last = np.zeros(len(trace.tracks), np.int64)             # each track's last overlap lane
+    np.maximum.at(last, track, lane)
+    pos = np.empty(len(order), np.int64)
+    pos[order] = np.arange(len(order))
+    uniq, inv = np.unique(np.stack([track[deep], lane[deep], level], 1), axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    first = np.full(len(uniq), len(order), np.int64)
+    np.minimum.at(first, inv, pos[deep])
+    new = np.empty(len(uniq), np.int32)
+    deep_of: dict[tuple[int, int], int] = {}
+    for u in np.argsort(first, kind="stable").tolist():
+        t, lv = int(uniq[u, 0]), int(uniq[u, 2])
+        last[t] += 1
+        new[u] = last[t]
+        deep_of[(t, int(last[t]))] = lv * MAX_DEPTH
+    lane[deep] = new[inv]
+    return deep_of, {int(t): int(c) for t, c in zip(*np.unique(track[deep], return_counts=True))}
 
 
 def _order_after_moves(order: np.ndarray, at: np.ndarray, lane_track: np.ndarray) -> np.ndarray:

@@ -95,6 +95,7 @@ class Track:
     thread: int | None = None   # Thread.id for THREAD tracks (and lanes of thread tracks)
     parent: int | None = None   # Track.id: a LANE's original track
     lane: int = 0               # 1, 2, ... for LANE tracks
+    deep: int = 0               # a LANE for slices nested too deep for Perfetto: the depth they start at
     unit: str | None = None     # COUNTER: unit name (e.g. "bytes"); None = plain number
     series: str | None = None   # COUNTER: the arg key of a Chrome "C" event, if it came from one
     sort_index: int | None = None
@@ -457,8 +458,10 @@ class Trace:
         if self.slices.depth is not None:
             self.slices.depth = self.slices.parent = None     # (nested again when asked)
 
-    def add_lane(self, track: Track, lane: int, labels: Counter[tuple[int, str]] | None = None) -> Track:
-        """Extra track ``lane`` (1, 2, ...) of ``track`` for slices that overlap its own.  A thread's
+    def add_lane(self, track: Track, lane: int, labels: Counter[tuple[int, str]] | None = None,
+                 deep: int = 0) -> Track:
+        """Extra track ``lane`` (1, 2, ...) of ``track`` for slices that overlap its own, or (``deep``)
+        for its slices nested ``deep`` levels and more, past the depth Perfetto keeps.  A thread's
         lane names its tid when another thread of its process goes by the same label: ``labels``
         is :meth:`thread_labels` of (at least) the thread's process, from a caller adding many
         lanes at once (counted again for each lane, 1,000 threads with 40 lanes each took 29 s)."""
@@ -469,8 +472,8 @@ class Trace:
                 labels = self.thread_labels((th.process,))
             if labels[(th.process, label)] > 1:
                 label = f"{label} [tid {th.tid}]"
-        return self._add_track(TrackKind.LANE, f"{label} (overlap {lane})",
-                               process=track.process, thread=track.thread, parent=track.id, lane=lane)
+        return self._add_track(TrackKind.LANE, f"{label} (depth {deep}+)" if deep else f"{label} (overlap {lane})",
+                               process=track.process, thread=track.thread, parent=track.id, lane=lane, deep=deep)
 
     # ---- events ---------------------------------------------------------------------------
 
