@@ -30,6 +30,7 @@ from fuzz import scaling, scanner
 from fuzz.runner import Runner, merge_case, unpack_merge
 from fuzz.strategies import IMPORTERS, Case
 from traceconv.errors import WarningCode
+from traceconv.readers.chrome import paths
 from traceconv.model import (MAX_ARGS_DEPTH, MAX_DUR_NS, MAX_TIME_NS, Clock, Trace, enforce_time_domain,
                              encode_args_counted)
 
@@ -412,6 +413,26 @@ def test_a_rank_beyond_64_bits_is_not_kept():
     assert t.meta.source_format == "composer" and t.meta.rank is None
     assert "callback/x/event/epoch" in _names(t)
     assert _warned(t, WarningCode.CLAMPED_VALUE, "rank") == 1
+
+
+def test_a_metadata_integer_beyond_64_bits_is_its_text_on_the_stream_too(tmp_path, monkeypatch):
+    """The same rank in a file the stream reads (Composer's are streamed since 2026-11-28): orjson
+    read the metadata event's args, and made the integer a double (-9.2e18): the rank check then
+    refused the file (exit 2).  The stream reads it as the whole-document path does."""
+    src = tmp_path / "ep0-ba1-rank0.json"
+    src.write_bytes(b'[{"name":"global_rank","cat":"","ph":"M","pid":0,"tid":1,"ts":1,'
+                    b'"args":{"value":-9223372036854775809}},\n'
+                    b'{"name":"event/epoch","cat":"","ph":"B","pid":0,"tid":1,"ts":1795235654049672},\n'
+                    b'{"name":"event/epoch","cat":"","ph":"E","pid":0,"tid":1,"ts":1795235654049700}]')
+    got = []
+    for fast in (True, False):
+        monkeypatch.setattr(paths, "FAST", fast)
+        t = traceconv.load(src)
+        assert t.meta.source_format == "composer" and t.meta.rank is None and _names(t) == ["event/epoch"]
+        got.append(sorted((w.code, w.message, w.count) for w in t.diagnostics.warnings))
+    assert got[0] == got[1]
+    assert (WarningCode.CLAMPED_VALUE, "a rank that is not an integer in 0..2147483647 was not kept "
+            "(-9223372036854775809)", 1) in got[0]
 
 
 def test_exponents_beyond_a_decimal_on_the_repairing_path():

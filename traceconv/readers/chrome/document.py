@@ -232,8 +232,7 @@ def _decode_tolerant(data: bytes, what: str) -> Document:
                          "unescaped quote) were skipped", skipped))
     events, bad, fixed = events_from_dicts(dicts)
     if fixed:
-        problems.append((WarningCode.CLAMPED_VALUE, "values no viewer can hold (numbers beyond 64 bits or a "
-                         "double, text with lone surrogates) were kept as text or with '?'", fixed))
+        problems.append((WarningCode.CLAMPED_VALUE, FIXED_VALUES, fixed))
     if bad:
         problems.append((WarningCode.DROPPED_EVENT, "array entries that are not event objects were skipped", bad))
     problems.append((WarningCode.NOTE, "the JSON needed the repairing reader (slower): "
@@ -249,6 +248,10 @@ def _number(text: str) -> "decimal.Decimal | float":
         return decimal.Decimal(text)
     except decimal.InvalidOperation:
         return float(text)
+
+
+FIXED_VALUES = ("values no viewer can hold (numbers beyond 64 bits or a double, text with lone surrogates) were "
+                "kept as text or with '?'")
 
 
 def _jsonable(v: Any, fixed: list[int]) -> Any:

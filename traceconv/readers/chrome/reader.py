@@ -81,8 +81,8 @@ from ...errors import WarningCode, clip
 from ...io import Source
 from ...model import MAX_TIME_NS, Clock, Thread, Trace, TrackKind
 
-from .document import (EXACT_FLOAT_US, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS, _number,
-                       _has_inexact_times, _jsonable, is_own_output)
+from .document import (EXACT_FLOAT_US, FIXED_VALUES, WHAT, Document, Event, ExactEvent, _EVENTS, _EXACT_EVENTS,
+                       _number, _has_inexact_times, _jsonable, is_own_output)
 from .flows import FlowPoints
 from .names import Names, name_remapped
 from .paths import ReadPaths
@@ -184,6 +184,7 @@ def _risky(b: bytes) -> bool:
 
 
 _NEWLINE_INDENT = re.compile(rb"\n[ \t\r]*")
+_BIG_INT = re.compile(rb"\d{19}")      # an integer that may be past 64 bits (2**63 has 19 digits)
 
 
 def compact_args(raw: Raw | bytes) -> tuple[bytes | None, bool]:
@@ -366,6 +367,14 @@ class ChromeReader(ReadPaths):
         """Whether ts/dur are read as plain µs (no dialect reads them its own way)."""
         return type(self).ts_converter is ChromeReader.ts_converter
 
+    def scanned_times(self, cols: Rows, n: int) -> bool:
+        """The scanner's rows ``0..n-1`` before they are taken: a dialect that reads times its own way
+        (:meth:`ts_converter`) may put their ``ts`` on its clock here, in place (``cols.ts``: exact
+        ns, before the base, where a row's flags have ``F_TS`` and not ``SLOW``; the other rows are
+        decoded and go through :meth:`ts_converter`), and return True.  False sends every row
+        through the general decoder: the default for such a dialect."""
+        return self._plain_times
+
     def _shift(self, delta: int) -> None:
         """Move every time in the model by ``delta`` ns (the time base was judged again)."""
         t = self.trace
@@ -491,7 +500,7 @@ class ChromeReader(ReadPaths):
         smap = self._string_ids(new_strings, table)
         if seq0 <= self.header_event < seq0 + n:
             cols.flags[self.header_event - seq0] |= SCAN.SLOW      # (left to _convert_events)
-        if not self._plain_times:
+        if not self.scanned_times(cols, n):
             # a dialect reads times its own way: every row through the general decoder
             rest = np.arange(n)
             self._convert_events(self._decode_rows(buf, cols, rest), seq0, (rest + seq0).tolist())
@@ -822,12 +831,18 @@ class ChromeReader(ReadPaths):
             self.dropped += 1
 
     def _metadata(self, ev: Event, pid: Any, tid: Any) -> None:
+        # (msgspec, not orjson: orjson reads an integer past 64 bits as a double; such a number
+        # becomes its text, as on the whole-document path, and is counted)
         try:
-            args = orjson.loads(memoryview(ev.args)) if len(ev.args) else {}
-        except orjson.JSONDecodeError:
+            args = msgspec.json.decode(ev.args) if len(ev.args) else {}
+        except msgspec.DecodeError:
             args = {}
         if not isinstance(args, dict):
             args = {}
+        elif _BIG_INT.search(bytes(ev.args)):
+            fixed = [0]
+            args = _jsonable(args, fixed)
+            self.warn(WarningCode.CLAMPED_VALUE, FIXED_VALUES, fixed[0])
         if self.on_metadata(ev, args) or self.names.take(ev.name, args, pid, tid):
             self.used["metadata"] += 1
             return
