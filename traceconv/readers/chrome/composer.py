@@ -26,12 +26,16 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from ...errors import WarningCode
 from ...io import Source, open_source
 from ...model import Clock, Trace
 from ..schema import check
+from .paths import Rejudge
 from .reader import ChromeReader, Document, Event, looks_like_own_output, time_ns, timed_ns
 from .kineto import KinetoReader, read_header
+from .stream import SCAN
 
 WHAT = "Composer profiler trace"
 KINETO_BUCKET_NS = 7_889_238 * 1_000_000_000     # kineto's ChromeTraceBaseTime granularity
@@ -91,35 +95,76 @@ class ComposerReader(ChromeReader):
         self.torch_base_ns = 0
         self._ranks: dict[int, dict[str, int]] = {}
         self._composer_named: set[Any] = set()
+        self._companion: tuple[int, str] | None | bool = False   # (base, file name); False: not looked for
+        self._first_abs: int | None = None    # the earliest Unix time of any timed event, in ns
+        self._relative = False                # whether any timed event has a relative time
+        self._judged: int | None = None       # the torch base a read started over was told (Rejudge)
 
-    # torch events with relative times can come anywhere in the file: look at all of them
-    time_base_from_first_chunk = False
+    # The torch events' base is judged from the first events (all of them on the whole-document
+    # path); the events are read with it; when the last is read, it is judged again from all of
+    # them, and the read starts over told the right one in the rare file where the two differ
+    # (no companion trace, and an earlier Composer time than the first events' in another of
+    # kineto's 91-day buckets).
+
+    def _judge(self, first_abs: int | None) -> tuple[int, str | None]:
+        """The torch events' base for a file whose earliest Unix time is ``first_abs``, and the
+        companion trace it came from (None: kineto's rule, or no base at all)."""
+        if self._companion is False:
+            self._companion = self._companion_base()
+        if self._companion:
+            return self._companion
+        if first_abs is not None:
+            return first_abs - first_abs % KINETO_BUCKET_NS, None
+        return 0, None
 
     def time_base(self, header: dict[str, Any], events: list[Event]) -> None:
         self.trace.meta.clock = Clock.UNIX
-        first_abs = None
-        has_relative = False
-        for v in timed_ns(events):
-            if v < RELATIVE_BELOW_NS:
-                has_relative = True
-            elif first_abs is None or v < first_abs:
-                first_abs = v
-        if not has_relative:
-            return
-        companion = self._companion_base(events)
-        if companion is not None:
-            self.torch_base_ns = companion[0]
-            self.warn(WarningCode.NOTE, "torch-profiler events with relative times were placed on Unix time "
-                      f"with the baseTimeNanoseconds of {companion[1]}")
-        elif first_abs is not None:
-            self.torch_base_ns = first_abs - first_abs % KINETO_BUCKET_NS
-            self.warn(WarningCode.NOTE, "torch-profiler events with relative times were placed on Unix time "
-                      "with kineto's base-time rule (no companion .pt.trace.json found)")
+        if self._judged is not None:
+            self.torch_base_ns = self._judged
         else:
-            self.trace.meta.clock = Clock.RELATIVE
-        self.trace.meta.extra["composer.torch_base_time_ns"] = self.torch_base_ns
+            first = min((v for v in timed_ns(events) if v >= RELATIVE_BELOW_NS), default=None)
+            self.torch_base_ns = self._judge(first)[0]
 
-    def _companion_base(self, events: list[Event]) -> tuple[int, str] | None:
+    def _seen(self, times: np.ndarray) -> None:
+        """Timed events' times (ns, as written): whether one is relative, and the earliest Unix one."""
+        if not len(times):
+            return
+        rel = times < RELATIVE_BELOW_NS
+        if rel.any():
+            self._relative = True
+        if not rel.all():
+            m = int(times[~rel].min())
+            if self._first_abs is None or m < self._first_abs:
+                self._first_abs = m
+
+    def scanned_times(self, cols: Any, n: int) -> bool:
+        timed = ((cols.flags[:n] & (SCAN.F_TS | SCAN.SLOW)) == SCAN.F_TS) & (cols.ph[:n] != ord("M"))
+        ts = cols.ts[:n]
+        self._seen(ts[timed])
+        ts[timed & (ts < RELATIVE_BELOW_NS)] += self.torch_base_ns
+        return True
+
+    def _convert_events(self, events: list[Event], seq0: int, seqs: list[int] | None = None) -> None:
+        self._seen(np.fromiter(timed_ns(events), np.int64))
+        super()._convert_events(events, seq0, seqs)
+
+    def _finish_events(self) -> None:
+        if not self._own and self._relative:
+            base, companion = self._judge(self._first_abs)
+            if base != self.torch_base_ns:
+                raise Rejudge(_judged=base)
+            if companion is not None:
+                self.warn(WarningCode.NOTE, "torch-profiler events with relative times were placed on Unix time "
+                          f"with the baseTimeNanoseconds of {companion}")
+            elif self._first_abs is not None:
+                self.warn(WarningCode.NOTE, "torch-profiler events with relative times were placed on Unix time "
+                          "with kineto's base-time rule (no companion .pt.trace.json found)")
+            else:
+                self.trace.meta.clock = Clock.RELATIVE
+            self.trace.meta.extra["composer.torch_base_time_ns"] = self.torch_base_ns
+        super()._finish_events()
+
+    def _companion_base(self) -> tuple[int, str] | None:
         if self.source is None:
             return None
         path = Path(self.source.path)

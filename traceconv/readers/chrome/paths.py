@@ -41,6 +41,16 @@ TRIM_BATCHES = 64           # the heap's free space goes back to the system ever
 FAST = True                 # False: read every file with the whole-document decoder (the reference)
 
 
+class Rejudge(Exception):
+    """A dialect's judgement from the file's first events (its time base) proved wrong once every
+    event was read: the read starts over, the fresh reader told what the whole file said
+    (``told``: attributes set on it before it reads)."""
+
+    def __init__(self, **told: Any) -> None:
+        super().__init__()
+        self.told = told
+
+
 class ReadPaths:
     """The read paths of :class:`~.reader.ChromeReader` (see the module's text).  What they ask of
     the reader: ``source``, ``data``, ``what`` and ``warn``; ``streamable()``; ``_begin(doc)``
@@ -56,16 +66,24 @@ class ReadPaths:
             # a value nested too deep for a decoder the fast paths use: read it again on the
             # whole-document path, which first makes such values strings (see decode)
             return self._again(self.data, whole=True)
+        except Rejudge as e:
+            # (at most once: the fresh reader is told what the whole file said)
+            return self._again(self.data, told=e.told)
 
     _whole = False          # True: the whole-document path only
     _no_stream = False      # True: not the stream (the text is scanned in memory)
+    _told: dict[str, Any] = {}     # what a read started over was told (Rejudge), kept by every later one
 
-    def _again(self, data: bytes | None, whole: bool = False, no_stream: bool = False) -> Trace:
-        """Start over with a fresh reader of the same dialect (nothing of this one's state kept):
-        on the whole-document path, or scanning the text in memory instead of as a stream."""
+    def _again(self, data: bytes | None, whole: bool = False, no_stream: bool = False,
+               told: dict[str, Any] | None = None) -> Trace:
+        """Start over with a fresh reader of the same dialect (nothing of this one's state kept but
+        what it was told): on the whole-document path, scanning the text in memory instead of as a
+        stream, or told what a first read learnt (:class:`Rejudge`)."""
         fresh = type(self)(self.source, data)
         fresh._whole = whole
         fresh._no_stream = no_stream
+        fresh._told = {**self._told, **(told or {})}
+        vars(fresh).update(fresh._told)
         trace = fresh._read()
         vars(self).update(vars(fresh))      # its counts (used, dropped, n_events) are this read's
         return trace
