@@ -570,3 +570,28 @@ def test_traceconv_summary_of_a_recording_is_its_timeline_summed(tmp_path):
     assert c.returncode == 0 and "(perfetto)" in c.stdout, c.stderr
     got = tp.query(j, "select name, count(*) n, sum(dur) total from slice group by name")
     assert {q["name"]: (q["n"], q["total"]) for q in got} == {q["name"]: (q["n"], q["total"]) for q in want.values()}
+
+
+def test_a_recursion_deeper_than_perfetto_keeps_is_recorded_whole(tmp_path):
+    """A recursion 600 spans deep, recorded three times, a chunk each: trace_processor drops what a
+    track nests 512 levels deep or more, so the deeper spans go to a depth lane, which keeps its
+    track and its name in later chunks.  (A recursion cut by a chunk's end is not seen whole by
+    the layout, which places each chunk's spans: its deeper spans may still be dropped.)"""
+    out = tmp_path / "deep.pftrace"
+    rec.start(out)
+
+    def down(k):
+        with rec.span(f"level{k:03}"):
+            if k < 599:
+                down(k + 1)
+
+    for _ in range(3):
+        down(0)
+        rec.flush()
+    rec.stop()
+    assert tp.problems(out) == []
+    rows = tp.query(out, """select coalesce(t.name, th.name) track, count(*) n, min(s.depth) lo, max(s.depth) hi,
+        min(s.name) first from slice s join track t on t.id = s.track_id left join thread_track tt on tt.id = s.track_id
+        left join thread th using (utid) where s.name like 'level%' group by 1 order by n desc""")
+    assert rows == [{"track": "MainThread", "n": 3 * 512, "lo": 0, "hi": 511, "first": "level000"},
+                    {"track": "MainThread (depth 512+)", "n": 3 * 88, "lo": 0, "hi": 87, "first": "level512"}]

@@ -40,7 +40,7 @@ def _args(a: dict | None) -> bytes | None:
 
 class Specs:
     """The process's tracks in the order they were first needed: ("thread", tid),
-    ("counter", name, unit), ("lane", track id, lane).  Track id = index + 1 (0 is the process)."""
+    ("counter", name, unit), ("lane", track id, lane, deep).  Track id = index + 1 (0 is the process)."""
 
     def __init__(self) -> None:
         self.items: list[tuple] = []
@@ -87,7 +87,7 @@ class Builder:
         if kind == "counter":
             return t.track(TrackKind.COUNTER, spec[1], self.proc, unit=spec[2]).id
         if kind == "lane":
-            return t.add_lane(t.tracks[spec[1]], spec[2]).id
+            return t.add_lane(t.tracks[spec[1]], spec[2], deep=spec[3]).id
         raise AssertionError(spec)
 
     def _track(self, spec: tuple) -> int:
@@ -187,7 +187,7 @@ class Builder:
         t = self.trace
         for tr in t.tracks[len(self.specs.items) + 1:]:
             assert tr.kind is TrackKind.LANE
-            self.specs.add(("lane", tr.parent, tr.lane))
+            self.specs.add(("lane", tr.parent, tr.lane, tr.deep))
 
 
 def make_sink(rec: "_core.Recorder") -> Any:
