@@ -207,6 +207,18 @@ def chrome_event(draw: Any, cats: list[str] | None = None) -> dict:
     return ev
 
 
+@st.composite
+def deep_stack(draw: Any) -> list[dict]:
+    """Events nested past the 512 levels trace_processor keeps on a track (stat
+    slice_max_depth_exceeded): complete events each inside the one before (a deep recursion), or
+    begins never ended (ended at the trace's end, one inside the other)."""
+    n = draw(st.integers(505, 620))
+    t0 = draw(st.integers(0, 1000))
+    if draw(st.booleans()):
+        return [{"ph": "X", "name": "down", "pid": 1, "tid": 7, "ts": t0 + i, "dur": 4 * n - 2 * i} for i in range(n)]
+    return [{"ph": "B", "name": "open", "pid": 1, "tid": 7, "ts": t0 + i} for i in range(n)]
+
+
 def _tail(draw: Any) -> bytes:
     """What follows the event array: usually nothing, sometimes garbage or invalid UTF-8."""
     k = draw(st.integers(0, 7))
@@ -223,6 +235,8 @@ def _tail(draw: Any) -> bytes:
 def trace_object(draw: Any, header: dict, cats: list[str], extra_events: list | None = None,
                  top_array: bool = False) -> bytes:
     evs = list(extra_events or []) + draw(st.lists(chrome_event(cats), min_size=0, max_size=25))
+    if draw(st.integers(0, 15)) == 0:
+        evs += draw(deep_stack())
     if top_array:
         return dump(evs)
     head = b"{" + b"".join((k.data if isinstance(k, Raw) else _dump_str(k)) + b":" + dump(v) + b","
