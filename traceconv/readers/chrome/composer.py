@@ -13,8 +13,11 @@ Two kinds of file:
   their **relative** Kineto ``ts`` next to Composer's absolute Unix µs (formats.md §5).  Those are
   shifted by the Kineto ``baseTimeNanoseconds``, read from the companion torch trace
   (``*/rank{R}.{B}.pt.trace.json[.gz]`` beside the trace folder) when it is there, else rebuilt by
-  Kineto's own rule (Unix time floored to a 7 889 238 s bucket) from Composer's first timestamp; a
-  note says which.  Torch's ``process_name``/``process_sort_index`` (meant for the host pid) do not
+  Kineto's own rule (Unix time floored to a 7 889 238 s bucket) from Composer's earliest timestamp; a
+  note says which.  The file is streamed like any other: the base is judged from its first events,
+  the scanned rows' times moved in place (:meth:`ComposerReader.scanned_times`), and judged again
+  from every event at the end, the read starting over in the rare file where the two differ
+  (:class:`~.paths.Rejudge`).  Torch's ``process_name``/``process_sort_index`` (meant for the host pid) do not
   replace Composer's: the torch process name becomes a label, and Composer's thread names stay too.
 * **Composer's torch traces** (``rank{R}.{B}.pt.trace.json``): Kineto traces with a top-level
   ``global_rank`` key: read as Kineto, rank from ``global_rank``.
