@@ -575,8 +575,7 @@ def test_traceconv_summary_of_a_recording_is_its_timeline_summed(tmp_path):
 def test_a_recursion_deeper_than_perfetto_keeps_is_recorded_whole(tmp_path):
     """A recursion 600 spans deep, recorded three times, a chunk each: trace_processor drops what a
     track nests 512 levels deep or more, so the deeper spans go to a depth lane, which keeps its
-    track and its name in later chunks.  (A recursion cut by a chunk's end is not seen whole by
-    the layout, which places each chunk's spans: its deeper spans may still be dropped.)"""
+    track and its name in later chunks.  (A recursion cut by a chunk's end: the next test.)"""
     out = tmp_path / "deep.pftrace"
     rec.start(out)
 
@@ -595,3 +594,29 @@ def test_a_recursion_deeper_than_perfetto_keeps_is_recorded_whole(tmp_path):
         left join thread th using (utid) where s.name like 'level%' group by 1 order by n desc""")
     assert rows == [{"track": "MainThread", "n": 3 * 512, "lo": 0, "hi": 511, "first": "level000"},
                     {"track": "MainThread (depth 512+)", "n": 3 * 88, "lo": 0, "hi": 87, "first": "level512"}]
+
+
+@pytest.mark.parametrize("levels, buffer", [(500, 97), (512, 200), (513, 200), (600, 97), (600, 200)])
+def test_a_recursion_cut_by_chunks_is_laid_out_whole_when_it_is_too_deep(tmp_path, levels, buffer):
+    """A recursion cut by chunks' ends: each chunk is laid out alone, and its spans are written
+    before the spans that enclose them, so the sink keeps the heights of the trees it wrote
+    (record._sink.Heights) and, when one grows past 512 levels across chunks, stop() reads the
+    file back and writes it again, laid out whole: every span kept, no error stat.  512 levels or
+    fewer: no rewrite (its cost is ~6 us an event)."""
+    out = tmp_path / "deep.pftrace"
+    rec.start(out, buffer=buffer)
+
+    def down(k):
+        with rec.span(f"level{k:03}"):
+            if k < levels - 1:
+                down(k + 1)
+
+    for _ in range(3):
+        down(0)
+    sink = rec.recorder().sink
+    assert sink.chunks > 3
+    assert (sink.heights.crossed > 0) == (levels > 512)
+    rec.stop()
+    assert tp.problems(out) == []
+    rows = tp.query(out, "select count(*) n from slice where name like 'level%'")
+    assert rows[0]["n"] == 3 * levels

@@ -200,6 +200,78 @@ def make_sink(rec: "_core.Recorder") -> Any:
 HOLD_EVENTS = 1 << 14      # flow spans a stream keeps for a later chunk, at most (see PftraceSink._hold)
 
 
+class Heights:
+    """Whether spans nest past the depth Perfetto keeps across the chunks of a stream.
+
+    A chunk is laid out alone (its spans nested 512 levels deep or more go to depth lanes), but a
+    span is written when it exits, so the spans that enclose a chunk's outermost ones (its roots)
+    come in later chunks, laid out without what they enclose: trace_processor then sees the whole
+    nesting, and drops what is 512 levels deep or more.  Per track this keeps the finished trees
+    of earlier chunks not yet known to be enclosed, as (start, height).  A span of a later chunk
+    that began before a kept tree did encloses it (it exited after that tree's chunk was written),
+    so the tree hangs below the deepest such span of the chunk: the root enclosing it makes a tree
+    of that depth + 1 + the kept tree's height, or its own if taller.  A kept tree no taller than a
+    newer one never matters again (what encloses the older encloses the newer, at least as deep),
+    so the kept trees' heights decrease: at most as many as the tallest is high.  ``crossed``
+    counts the trees that grew past :data:`~traceconv.model.layout.MAX_DEPTH` levels so; then
+    ``stop()`` reads the file back and writes it again, laid out whole."""
+
+    def __init__(self) -> None:
+        self.stacks: dict[int, list[tuple[int, int]]] = {}
+        self.crossed = 0
+
+    def add(self, trace: Trace) -> None:
+        """A chunk's trace, laid out (:func:`~traceconv.model.layout.nest`: its parents)."""
+        from ..model.layout import MAX_DEPTH
+        s = trace.slices
+        n = len(s)
+        if not n:
+            return
+        parent = np.frombuffer(s.parent, np.int64)
+        ts = np.frombuffer(s.ts, np.int64)
+        end = ts + np.frombuffer(s.dur, np.int64)
+        # each slice's root and number of ancestors in the chunk (its depth), by pointer doubling
+        up = np.where(parent >= 0, parent, np.arange(n))
+        depth = (parent >= 0).astype(np.int64)
+        while True:
+            nxt = up[up]
+            if np.array_equal(nxt, up):
+                break
+            depth += depth[up]
+            up = nxt
+        height = np.zeros(n, np.int64)
+        np.maximum.at(height, up, depth + 1)
+        roots = np.flatnonzero(parent < 0)
+        base = np.array([t.parent if t.parent is not None else t.id for t in trace.tracks],
+                        np.int64)[np.frombuffer(s.track, np.int32)]
+        for t in np.unique(base[roots]).tolist():
+            mine = roots[base[roots] == t]
+            mine = mine[np.argsort(end[mine], kind="stable")]          # in the order they exited
+            r0, rh = ts[mine], height[mine].copy()
+            stack = self.stacks.setdefault(t, [])
+            enclosing = np.flatnonzero(r0 <= stack[-1][0]) if stack else []
+            if len(enclosing):
+                # the deepest span of the chunk begun by each time
+                on = np.flatnonzero(base == t)
+                by = np.argsort(ts[on], kind="stable")
+                begun, deepest = ts[on][by], np.maximum.accumulate(depth[on][by])
+                for j in enclosing.tolist():
+                    h = int(rh[j])
+                    while stack and stack[-1][0] >= r0[j]:
+                        p0, ph = stack.pop()
+                        h = max(h, int(deepest[np.searchsorted(begun, p0, "right") - 1]) + 1 + ph)
+                    if h > MAX_DEPTH and h > rh[j]:
+                        self.crossed += 1
+                    rh[j] = h
+            # the chunk's trees that stay: each taller than every later one
+            taller = np.ones(len(rh), bool)
+            taller[:-1] = rh[:-1] > np.maximum.accumulate(rh[::-1])[::-1][1:]
+            top = int(rh.max())
+            while stack and stack[-1][1] <= top:
+                stack.pop()
+            stack += zip(r0[taller].tolist(), rh[taller].tolist())
+
+
 class PftraceSink:
     """Appends a self-contained chunk of packets per flush."""
 
@@ -213,6 +285,7 @@ class PftraceSink:
         self.chunks = 0
         self.events = 0
         self.held: list[tuple[Any, tuple]] = []   # (thread, flow span) kept for a later chunk
+        self.heights = Heights()
         _warm_up()
 
     def _hold(self, taken: list, final: bool) -> list:
@@ -283,6 +356,7 @@ class PftraceSink:
         b.trace.meta.extra["record"]["chunk"] = self.chunks
         nest(b.trace)
         b.adopt_lanes()
+        self.heights.add(b.trace)
         out = _FdWriter(self.fd)
         write_pftrace(b.trace, out)
         out.close()
@@ -432,8 +506,10 @@ def _merge(inputs: list[Path], output: Path, single: bool, elsewhere: bool) -> N
 
 
 def _relink(rec: "_core.Recorder", elsewhere: bool) -> Path | None:
-    """A streamed .pftrace whose flows crossed a chunk boundary: read it back and write it again
-    with those flows linked (at stop only; the chunks on disk stay valid until the rename)."""
+    """A streamed .pftrace whose flows, or spans nested past the depth Perfetto keeps
+    (:class:`Heights`), crossed a chunk boundary: read it back and write it again, those flows
+    linked and the spans laid out whole (at stop only; the chunks on disk stay valid until the
+    rename)."""
     tmp = rec.path.with_name(f".{rec.path.name}.chunks.pftrace")
     os.replace(rec.path, tmp)
     try:
@@ -451,7 +527,9 @@ def merge_shards_into(rec: "_core.Recorder", elsewhere: bool = False) -> Path | 
     interpreter, at interpreter exit: :func:`_merge`)."""
     d = rec.shard_dir
     shards = shard_files(d) if d is not None else []
-    if not shards and getattr(rec.sink, "unlinked_flows", 0) and getattr(rec.sink, "chunks", 0) > 1:
+    sink = rec.sink
+    crossed = getattr(sink, "unlinked_flows", 0) or (sink.heights.crossed if isinstance(sink, PftraceSink) else 0)
+    if not shards and crossed and getattr(sink, "chunks", 0) > 1:
         return _relink(rec, elsewhere)
     if not shards or not rec.path.exists():
         return None
