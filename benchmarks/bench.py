@@ -20,7 +20,8 @@ how far the output is from it (the issue's target: within 1 point); the same con
 (baseline: gzip.decompress + json.loads, peak RSS against the uncompressed JSON's size);
 converting to a gzipped .pftrace and to gzipped Chrome JSON, their time and size (no targets);
 `traceconv summary` (by name) and `validate` of the JSON, their time and peak RSS (no targets); with
---verify, how many complete events lost their own duration (traceconv and naive); when
+--verify, how many complete events lost their own duration (traceconv and naive) and trace_processor's
+error stats on each .pftrace (the producers' too); when
 Perfetto's trace_processor_shell is at ../shared/bin, how long it takes to open the .pftrace
 against the JSON it came from (wall and CPU time, alternated runs: the issue's loading target,
 "every arg kept", is <= 1.0 x).  With more
@@ -168,6 +169,20 @@ def open_times(files: dict[str, Path], repeat: int) -> dict[str, dict]:
             runs[label].append((wall, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime))
     return {label: {"seconds": statistics.median(w for w, _ in rs), "cpu_seconds": statistics.median(c for _, c in rs),
                     "least_seconds": min(w for w, _ in rs)} for label, rs in runs.items()}
+
+
+def perfetto_problems(path: Path) -> list[str] | None:
+    """trace_processor's error and data-loss stats for a file it opens (``name: value``; None
+    without trace_processor): an output it loads with errors is no output, however fast."""
+    if not TRACE_PROCESSOR.exists():
+        return None
+    query = DATA / "problems.sql"
+    query.write_text("select name || ': ' || value as p from stats where value > 0 "
+                     "and severity in ('error', 'data_loss');\n")
+    r = subprocess.run([str(TRACE_PROCESSOR), "-q", str(query), str(path)], capture_output=True, text=True)
+    if r.returncode:
+        return [f"trace_processor failed: {r.stderr.strip().splitlines()[-1:]}"]
+    return [line.strip('"') for line in r.stdout.splitlines()[1:] if line.strip()]
 
 
 def parse_size(text: str) -> int:
@@ -577,6 +592,7 @@ def measure_size(size: str, n: int, a: argparse.Namespace) -> dict:
     row["floor"] = size_floor(out, min(1.0, FLOOR_EXACT_BYTES / row["pftrace_bytes"]))
     row["floor"]["seconds"] = time.perf_counter() - t
     if a.verify:
+        row["perfetto_problems"] = perfetto_problems(out)
         row["lost"], row["complete"] = durations_lost(src, out)
         if not a.no_naive:
             row["naive_lost"], _ = durations_lost(src, DATA / f"naive_{size}.pftrace")
@@ -632,6 +648,8 @@ def report(r: dict) -> None:
     if "lost" in r:
         print(f"  complete events that lost their own duration: traceconv {r['lost']:,} of {r['complete']:,}"
               + (f", naive {r['naive_lost']:,}" if "naive_lost" in r else ""))
+    if r.get("perfetto_problems") is not None:
+        print(f"  trace_processor's errors on the .pftrace: {', '.join(r['perfetto_problems']) or 'none'}")
 
 
 def size_targets(r: dict, target) -> None:
@@ -783,8 +801,12 @@ def measure_producers(a: argparse.Namespace) -> list[dict] | None:
         if ours["dropped"] > ours["slices"] // 100:
             # (until 2026-11-28 scale.py put most of the Composer sample's copies past the valid times)
             print(f"  !! {label}: the conversion dropped {ours['dropped']:,} events: not a timing of the reader")
+        problems = perfetto_problems(DATA / f"producer{i}.pftrace") if a.verify else None
+        if problems:
+            # (until 2026-11-28 the Composer copy's .pftrace lost 699 slices: slice_max_depth_exceeded)
+            print(f"  !! {label}: trace_processor's errors on the .pftrace: {', '.join(problems)}")
         rows.append({"producer": label, "sample": sample.name, "copies": k, "json_bytes": size, "jsonloads": base,
-                     "convert": ours})
+                     "convert": ours, "perfetto_problems": problems})
     return rows
 
 
