@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import traceconv
 from traceconv.model import args as model_args
@@ -82,3 +84,23 @@ def test_a_file_that_cannot_be_written_brings_the_column_back_to_memory(monkeypa
     assert list(col) == rows
     data, off = col.packed()
     assert bytes(data) == b"".join(r or b"" for r in rows) and len(off) == len(rows) + 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(min_size=1, max_size=40)), max_size=60),
+       st.lists(st.integers(0, 59), max_size=80), st.sampled_from([1, 3, 64]), st.sampled_from([1, 7, 100]),
+       st.booleans())
+def test_take_gathers_any_rows_in_batches_of_rows_and_bytes(rows, picks, take_rows, take_bytes, spill):
+    """``ArgsColumn.take`` gathers its rows a batch at a time, each at most TAKE_ROWS rows and
+    TAKE_BYTES of text (MegEngine's longer args: 8,192 rows were 26 MB of temporaries) and at
+    least one row: the rows asked for, in that order, repeated ones too, whatever the limits."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(model_args, "TAKE_ROWS", take_rows)
+        mp.setattr(model_args, "TAKE_BYTES", take_bytes)
+        mp.setattr(model_args, "SPILL_BYTES", 0 if spill else -1)
+        col = model_args.ArgsColumn()
+        for r in rows:
+            col.append(r)
+        idx = [p for p in picks if p < len(rows)]
+        got = col.take(idx)
+        assert [got[i] for i in range(len(got))] == [rows[i] for i in idx]

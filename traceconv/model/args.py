@@ -20,7 +20,8 @@ import orjson
 SPILL_BYTES = 4 << 20
 SPILL_FLUSH = 4 << 20        # a spilled column writes its new text out this many bytes at a time
 DIRECT_BYTES = 1 << 16       # extend_packed writes a spilled column's batch of this many bytes straight out
-TAKE_ROWS = 1 << 13          # ArgsColumn.take gathers this many rows at a time
+TAKE_ROWS = 1 << 13          # ArgsColumn.take gathers at most this many rows at a time ...
+TAKE_BYTES = 1 << 20         # ... and of at most this much text (its byte index: 8 MB)
 FORGET_ROWS = 1 << 16        # iterating over a spilled column forgets its pages this often (a power of 2)
 
 
@@ -368,15 +369,21 @@ class ArgsColumn:
         data, off = self.packed()
         idx = np.asarray(idx, dtype=np.int64)
         out = ArgsColumn()
-        # a batch of rows at a time, bounded temporaries: each byte has an int64 index (rows of 8192 at
-        # Kineto's ~115 bytes, 7.5 MB; 65,536 rows took 140 MB of temporaries for 271k slices' args)
-        for lo in range(0, len(idx), TAKE_ROWS):
-            rows = idx[lo:lo + TAKE_ROWS]
+        # a batch of rows at a time, bounded temporaries: each byte has an int64 index.  The batches
+        # end at TAKE_ROWS rows or TAKE_BYTES of text, whichever comes first (65,536 rows took 140 MB
+        # of temporaries for 271k slices' args; 8,192 of MegEngine's longer args still 26 MB)
+        size = np.cumsum(off[idx + 1] - off[idx]) if len(idx) else np.zeros(0, np.int64)
+        lo = 0
+        while lo < len(idx):
+            hi = min(lo + TAKE_ROWS, int(np.searchsorted(size, (size[lo - 1] if lo else 0) + TAKE_BYTES, "right")))
+            hi = max(hi, lo + 1)
+            rows = idx[lo:hi]
             starts, lens = off[rows], off[rows + 1] - off[rows]
             ends = np.cumsum(lens)
             pos = np.repeat(starts - (ends - lens), lens) + np.arange(int(ends[-1]) if len(ends) else 0)
             out.extend_packed(data[pos], lens)
             self.forget()
+            lo = hi
         return out
 
     def packed(self) -> "tuple[Any, Any]":
