@@ -159,9 +159,8 @@ class Stacks:
         src = np.where(end_has & ~begin_has, end, begin)
         changed = np.frombuffer(self.changed, np.int8)[src].astype(bool)
         # (the merged texts copied into one buffer as they are made: each bytes object orjson makes
-        # holds the block it was made in, pages apart, and 82k of them kept took 345 MB; the buffer
-        # goes into a column of their own after each batch, which spills past 4 MB as any does:
-        # MegEngine's 82k merged texts were 20 MB held to the end)
+        # holds the block it was made in, pages apart, and 82k of them kept took 345 MB; MegEngine's
+        # buffer is ~20 MB, and a column of their own that spills measured no lower a peak)
         merged, lens = bytearray(), []
         data, off = self.args.packed()
         view = memoryview(data)
