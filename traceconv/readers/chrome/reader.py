@@ -184,7 +184,6 @@ def _risky(b: bytes) -> bool:
 
 
 _NEWLINE_INDENT = re.compile(rb"\n[ \t\r]*")
-_BIG_INT = re.compile(rb"\d{19}")      # an integer that may be past 64 bits (2**63 has 19 digits)
 
 
 def compact_args(raw: Raw | bytes) -> tuple[bytes | None, bool]:
@@ -839,10 +838,9 @@ class ChromeReader(ReadPaths):
             args = {}
         if not isinstance(args, dict):
             args = {}
-        elif _BIG_INT.search(bytes(ev.args)):
-            fixed = [0]
-            args = _jsonable(args, fixed)
-            self.warn(WarningCode.CLAMPED_VALUE, FIXED_VALUES, fixed[0])
+        fixed = [0]
+        args = _jsonable(args, fixed)
+        self.warn(WarningCode.CLAMPED_VALUE, FIXED_VALUES, fixed[0])      # (a count of 0 says nothing)
         if self.on_metadata(ev, args) or self.names.take(ev.name, args, pid, tid):
             self.used["metadata"] += 1
             return
