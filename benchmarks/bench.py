@@ -173,16 +173,17 @@ def open_times(files: dict[str, Path], repeat: int) -> dict[str, dict]:
 
 def perfetto_problems(path: Path) -> list[str] | None:
     """trace_processor's error and data-loss stats for a file it opens (``name: value``; None
-    without trace_processor): an output it loads with errors is no output, however fast."""
-    if not TRACE_PROCESSOR.exists():
+    without trace_processor), as the tests' oracle reads them (tests/perfetto_oracle.py): an output
+    it loads with errors is no output, however fast."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    import perfetto_oracle as tp
+
+    if not tp.TP_PATH.exists():
         return None
-    query = DATA / "problems.sql"
-    query.write_text("select name || ': ' || value as p from stats where value > 0 "
-                     "and severity in ('error', 'data_loss');\n")
-    r = subprocess.run([str(TRACE_PROCESSOR), "-q", str(query), str(path)], capture_output=True, text=True)
-    if r.returncode:
-        return [f"trace_processor failed: {r.stderr.strip().splitlines()[-1:]}"]
-    return [line.strip('"') for line in r.stdout.splitlines()[1:] if line.strip()]
+    try:
+        return [f"{p['name']}: {p['value']}" for p in tp.problems(path)]
+    except tp.PerfettoCrash as e:
+        return [str(e).splitlines()[0]]
 
 
 def parse_size(text: str) -> int:
