@@ -118,6 +118,59 @@ def test_slice_order_of_many_slices_is_numpys_stable_lexsort(seed):
     assert got.tolist() == np.lexsort((-dur, ts, track)).tolist()
 
 
+_CODES = (0, 1, 2, 3)        # layout's BEGIN, END, INSTANT, COUNTER
+
+
+def _windows_both_ways(ts, dur, depth, pos, zend, its, cts, edges):
+    """Each window of the stream by the compiled kernel and by the NumPy reference."""
+    from traceconv.model import layout
+    cols = (np.asarray(ts, np.int64), np.asarray(dur, np.int64), np.asarray(depth, np.int32),
+            np.asarray(pos, np.int32), np.asarray(zend, np.int32), np.asarray(its, np.int64),
+            np.asarray(cts, np.int64))
+    at = np.asarray(edges, np.int64)
+    ids = [layout._window_ids(t, d, at) for t, d in ((cols[0], None), (cols[0], cols[1]), (cols[5], None),
+                                                      (cols[6], None))]
+    for k, (lo, hi) in enumerate(zip([None, *edges], [*edges, None])):
+        got = _core.nest.window(*cols, *ids, k, _CODES)
+        want = layout._window_reference(*cols, lo, hi, np.int32)
+        yield [a.tolist() for a in got], [a.tolist() for a in want]
+
+
+# times bunched (many ties: ends and begins at one time, zero-length slices, instants and counters
+# beside them) or anywhere in int64 (a sum that wraps, as NumPy's does)
+_time = st.one_of(st.integers(0, 6), st.integers(-2**63, 2**63 - 1))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_window_kernel_equals_the_numpy_reference(data):
+    n = data.draw(st.integers(0, 25))
+    ts = data.draw(st.lists(_time, min_size=n, max_size=n))
+    dur = data.draw(st.lists(st.one_of(st.just(0), st.integers(0, 5), st.integers(0, 2**62)), min_size=n, max_size=n))
+    depth = data.draw(st.lists(st.integers(0, 2**31 - 2), min_size=n, max_size=n))
+    pos = data.draw(st.permutations(range(n)))
+    zend = data.draw(st.lists(st.integers(0, max(n - 1, 0)), min_size=n, max_size=n))
+    its = data.draw(st.lists(_time, max_size=8))
+    cts = data.draw(st.lists(_time, max_size=8))
+    edges = sorted(set(data.draw(st.lists(_time, max_size=5))))
+    for got, want in _windows_both_ways(ts, dur, depth, pos, zend, its, cts, edges):
+        assert got == want
+
+
+def test_window_kernel_on_a_window_of_many_events_equals_the_numpy_reference():
+    # windows of tens of thousands of events, as the writer's (65,536 a window): many at one time
+    rng = np.random.default_rng(7)
+    n = 60_000
+    ts = rng.integers(0, 5_000, n)
+    dur = np.where(rng.random(n) < 0.1, 0, rng.integers(1, 300, n))
+    depth = rng.integers(0, 12, n)
+    pos = rng.permutation(n)
+    zend = np.maximum(pos, rng.integers(0, n, n))
+    its, cts = rng.integers(0, 5_000, 9_000), rng.integers(0, 5_000, 4_000)
+    for got, want in _windows_both_ways(ts, dur, depth, pos, zend, its, cts, [1_000, 2_500, 2_501]):
+        assert got == want
+
+
 def _order_in_child(q, ts, dur, track):
     q.put(_core.nest.slice_order(ts, dur, track).tolist())
 
