@@ -703,7 +703,8 @@ type Window<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i8>>, Bound<'
 /// writes them (its docstring): the begins (time `ts`) and ends (`ts + dur`) of the slices, the
 /// instants (`its`) and the counters (`cts`) whose window (`b_id`, `e_id`, `i_id`, `c_id`: each
 /// one's, uint16) is `k`; `codes` the kinds' codes (BEGIN, END, INSTANT, COUNTER).  `pos` is each
-/// slice's rank among the begins, `zend` the rank its zero-length end follows, `depth` its depth.
+/// slice's rank among the begins (a permutation of `0..len(ts)`), `zend` the rank its zero-length
+/// end follows (one of those ranks), `depth` its depth (`>= 0`), as `event_windows` makes them.
 /// For a stream of fewer than 2^31 - 2 events; `layout._window_reference` is the same in NumPy,
 /// which the tests compare.
 #[pyfunction]
