@@ -16,7 +16,7 @@ const TRIES: usize = 4;
 const MAX_REMEMBERED: usize = 256;
 
 /// A row shape: its keys' entries in order, and per key the last value's text, with that value's
-/// encoded fields (pass 2) or its string values' entries (pass 1).
+/// whole annotation, name and value, as encoded (pass 2) or its string values' entries (pass 1).
 #[derive(Default)]
 struct Shape {
     keys: Vec<u32>,
@@ -180,33 +180,34 @@ fn row_as_shape(t: &Table, s: &mut Shape, row: &[u8], out: &mut Vec<u8>) -> bool
             return false;
         }
         pos += q.len();
-        let at = open(E_ANN, out);
-        encode_key(A_NAME_IID, WireType::Varint, out);
-        encode_varint(e as u64 + 1, out);
         let raw = &s.raw[i];
         let end = if !raw.is_empty()
             && starts(&row[pos..], raw)
             && matches!(row.get(pos + raw.len()), Some(b',' | b'}'))
         {
+            // the annotation as last time, name and value: one copy
             out.extend_from_slice(&s.enc[i]);
             pos + raw.len()
         } else {
             let Some(end) = value_end(t, row, pos, s.keys.get(i + 1).copied()) else { return false };
-            let v0 = out.len();
+            let a0 = out.len();
+            let at = open(E_ANN, out);
+            encode_key(A_NAME_IID, WireType::Varint, out);
+            encode_varint(e as u64 + 1, out);
             let mut de = serde_json::Deserializer::from_slice(&row[pos..end]);
             let ann = Ann { t, out: &mut *out, depth: 1, in_list: false, top: None };
             if ann.deserialize(&mut de).is_err() || de.end().is_err() {
                 return false;
             }
+            close(at, out);
             if end - pos <= MAX_REMEMBERED {
                 s.raw[i].clear();
                 s.raw[i].extend_from_slice(&row[pos..end]);
                 s.enc[i].clear();
-                s.enc[i].extend_from_slice(&out[v0..]);
+                s.enc[i].extend_from_slice(&out[a0..]);
             }
             end
         };
-        close(at, out);
         // the last key's value ends the row; another's is followed by `,` and the next key
         let last = i + 1 == s.keys.len();
         if last {
