@@ -175,7 +175,9 @@ def perfetto_problems(path: Path) -> list[str] | None:
     """trace_processor's error and data-loss stats for a file it opens (``name: value``; None
     without trace_processor), as the tests' oracle reads them (tests/perfetto_oracle.py): an output
     it loads with errors is no output, however fast."""
-    sys.path.insert(0, str(HERE.parent / "tests"))
+    tests = str(HERE.parent / "tests")
+    if tests not in sys.path:           # (called for each .pftrace the bench writes)
+        sys.path.insert(0, tests)
     import perfetto_oracle as tp
 
     if not tp.TP_PATH.exists():

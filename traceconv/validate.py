@@ -50,7 +50,7 @@ from .api import PathLike, load
 from . import viewers
 from .errors import WarningCode, clip
 from .io import GZIP_ERRORS, Source, open_source
-from .model.layout import DEEP_MOVED, MAX_DEPTH, nest
+from .model.layout import MAX_DEPTH, nest
 from .model import Trace
 from .readers.chrome.reader import time_ns
 from .readers.chrome.stream import SCAN, BlockScanner, _ChunkFailure, _head_events, repair_utf8
@@ -617,15 +617,7 @@ def check_trace(trace: Trace, path: Path | None = None) -> list[Finding]:
     tr = trace.time_range()
     t0 = tr[0] if tr else 0
 
-    def lanes_warned() -> tuple[int, int]:
-        """Slices moved to lanes: for overlapping, and for nesting too deep (layout.DEEP_MOVED)."""
-        ws = [w for w in trace.diagnostics.warnings if w.code is WarningCode.OVERLAP_LANES]
-        deep = sum(w.count for w in ws if w.message.startswith(DEEP_MOVED))
-        return sum(w.count for w in ws) - deep, deep
-
-    before = lanes_warned()
-    nest(trace)
-    moved, deep = (a - b for a, b in zip(lanes_warned(), before))
+    moved, deep = nest(trace)      # (slices moved to overlap lanes, to depth lanes)
     s = trace.slices
     if deep:
         deep_tracks = np.array([t.id for t in trace.tracks if t.deep], dtype=np.int32)

@@ -42,8 +42,6 @@ from .trace import Trace, TrackKind
 # Perfetto v58's SliceTracker: a slice that would be at this depth of its track or deeper is dropped
 MAX_DEPTH = 512
 _KEY_LIMIT = 1 << 62      # (track, lane, level) numbered in one int64 below this many of them
-DEEP_MOVED = (f"slices nested {MAX_DEPTH} levels deep or more on their track (which Perfetto drops: stat "
-              f"slice_max_depth_exceeded) were moved to lanes drawn with it, {MAX_DEPTH} levels a lane")
 
 
 def _col(a: array, dtype: str) -> np.ndarray:
@@ -101,21 +99,23 @@ def _shown(trace: Trace, tracks: Any) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def nest(trace: Trace) -> None:
+def nest(trace: Trace) -> tuple[int, int]:
     """Move the slices that cannot nest on their track to its overlap lanes, and record each
     slice's depth (on its lane) and parent (the innermost slice enclosing it on any lane of its
     track: self times count what starts inside a moved slice as its child).  Counter samples go
-    on counter tracks first (:func:`counters_on_counter_tracks`).  Idempotent."""
+    on counter tracks first (:func:`counters_on_counter_tracks`).  Idempotent.  Returns how many
+    slices it moved to overlap lanes and to depth lanes (each also a warning; (0, 0) on a trace
+    already laid out)."""
     counters_on_counter_tracks(trace)
     s = trace.slices
     if s.depth is not None and len(s.depth) == len(s):
-        return
+        return 0, 0
     report("laying out tracks", 0, None)
     n = len(s)
     depth, parent = array("i"), array("q")
     if n == 0:
         s.depth, s.parent, s.order = depth, parent, np.zeros(0, np.int32)
-        return
+        return 0, 0
     ts = _col(s.ts, np.int64)
     dur = _col(s.dur, np.int64)
     track = _col(s.track, np.int32)
@@ -129,7 +129,7 @@ def nest(trace: Trace) -> None:
     overlapping = np.flatnonzero(lane)
     for t, c in zip(*np.unique(track[overlapping], return_counts=True)):
         moved[int(t)] = int(c)
-    deep_of, deep_moved = _deep_lanes(trace, track, order, d, lane)
+    deep_of, deep_moved, pos = _deep_lanes(trace, track, order, d, lane)
     depth.frombytes(memoryview(d).cast("B"))     # (the arrays' own buffers: no intermediate copy)
     parent.frombytes(memoryview(p).cast("B"))
     del d, p, overlapping
@@ -139,8 +139,8 @@ def nest(trace: Trace) -> None:
         keys = track[lanes].astype(np.int64) << 32 | lane[lanes].astype(np.int64)
         uniq, inv = np.unique(keys, return_inverse=True)
         inv = inv.reshape(-1)
-        pos = np.empty(n, np.int64)
-        pos[order] = np.arange(n)
+        if pos is None:
+            pos = _positions(order)
         first = np.full(len(uniq), n, np.int64)
         np.minimum.at(first, inv, pos[lanes])
         made = np.empty(len(uniq), np.int32)
@@ -165,27 +165,36 @@ def nest(trace: Trace) -> None:
                   f"moved to 'overlap' lanes drawn with it; what nests stayed ({_shown(trace, moved)})",
                   sum(moved.values()))
     if deep_moved:
-        trace.diagnostics.warn(WarningCode.OVERLAP_LANES, f"{DEEP_MOVED} ({_shown(trace, deep_moved)})",
-                               sum(deep_moved.values()))
+        trace.diagnostics.warn(WarningCode.OVERLAP_LANES,
+                               f"slices nested {MAX_DEPTH} levels deep or more on their track (which Perfetto drops: "
+                               f"stat slice_max_depth_exceeded) were moved to lanes drawn with it, {MAX_DEPTH} levels "
+                               f"a lane ({_shown(trace, deep_moved)})", sum(deep_moved.values()))
+    return sum(moved.values()), sum(deep_moved.values())
+
+
+def _positions(order: np.ndarray) -> np.ndarray:
+    """Each slice's place in ``order`` (its inverse)."""
+    pos = np.empty(len(order), np.int64)
+    pos[order] = np.arange(len(order))
+    return pos
 
 
 def _deep_lanes(trace: Trace, track: np.ndarray, order: np.ndarray, depth: np.ndarray, lane: np.ndarray
-                ) -> tuple[dict[tuple[int, int], int], dict[int, int]]:
+                ) -> tuple[dict[tuple[int, int], int], dict[int, int], np.ndarray | None]:
     """The slices :func:`nest` placed :data:`MAX_DEPTH` levels deep or more on their lane, given
     lanes of their own (in place: ``lane`` numbered after the track's overlap lanes, in the order
     the lanes were first needed; ``depth`` less the levels above).  A lane's slices from depth
     ``m * MAX_DEPTH`` up to the next such depth nest as they did (each one's enclosing slices
     down to that depth come along).  Returns the depth each new lane starts at, by (track, lane),
-    and the slices moved, by track."""
+    the slices moved, by track, and each slice's place in ``order`` when it was needed (else None)."""
     if not len(depth) or int(depth.max()) < MAX_DEPTH:
-        return {}, {}
+        return {}, {}, None
     deep = np.flatnonzero(depth >= MAX_DEPTH)
     level = depth[deep] // MAX_DEPTH
     depth[deep] -= level * MAX_DEPTH
     last = np.zeros(len(trace.tracks), np.int64)             # each track's last overlap lane
     np.maximum.at(last, track, lane)
-    pos = np.empty(len(order), np.int64)
-    pos[order] = np.arange(len(order))
+    pos = _positions(order)
     # one int64 key per (track, lane, level) (np.unique of rows sorted 400k of them in 0.36 s),
     # or the rows where so many could not be numbered in one
     lanes, levels = int(lane[deep].max()) + 1, int(level.max()) + 1
@@ -206,7 +215,7 @@ def _deep_lanes(trace: Trace, track: np.ndarray, order: np.ndarray, depth: np.nd
         new[u] = last[t]
         deep_of[(t, int(last[t]))] = lv * MAX_DEPTH
     lane[deep] = new[inv]
-    return deep_of, {int(t): int(c) for t, c in zip(*np.unique(track[deep], return_counts=True))}
+    return deep_of, {int(t): int(c) for t, c in zip(*np.unique(track[deep], return_counts=True))}, pos
 
 
 def _order_after_moves(order: np.ndarray, at: np.ndarray, lane_track: np.ndarray) -> np.ndarray:
