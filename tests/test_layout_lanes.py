@@ -292,6 +292,22 @@ def test_lanes_fill_first_fit_and_nest_among_themselves():
     assert labels == ["main (overlap 1)", "main (overlap 2)"]
 
 
+def test_a_lane_and_the_warning_drop_the_spaces_that_end_a_thread_name():
+    """Kineto names a CUDA stream's thread "stream 7 ": its lanes were "stream 7  (overlap 1)" and
+    the warning listed "stream 13 , stream 7 "."""
+    t = Trace("test")
+    p = t.process(1, "p")
+    for tid in (7, 13):
+        th = t.thread(p, tid, f"stream {tid} ")
+        for ts, dur, name in [(0, 100, "a"), (50, 100, "b")]:
+            t.add_slice(th.track, ts, dur, f"{name}{tid}")
+    nest(t)
+    assert sorted(t.track_label(x) for x in t.tracks if x.kind is TrackKind.LANE) == [
+        "stream 13 (overlap 1)", "stream 7 (overlap 1)"]
+    assert [w.message for w in t.diagnostics.warnings][0].endswith("(stream 13, stream 7)")
+    assert {t.track_label(th) for th in t.tracks if th.kind is TrackKind.THREAD} == {"stream 7 ", "stream 13 "}
+
+
 def test_nest_is_deterministic_and_keeps_every_duration():
     rng = np.random.default_rng(7)
     rows = [(int(a), int(b), f"s{i}") for i, (a, b) in enumerate(zip(rng.integers(0, 10_000, 3000),

@@ -94,8 +94,9 @@ def counters_on_counter_tracks(trace: Trace) -> None:
 
 
 def _shown(trace: Trace, tracks: Any) -> str:
-    """The names of ``tracks`` (ids) for a warning: the first three in order, and how many more."""
-    names = sorted({clip(trace.track_label(trace.tracks[t])) or "unnamed track" for t in tracks})
+    """The names of ``tracks`` (ids) for a warning: the first three in order, and how many more
+    (each without the spaces around it: Kineto's ``"stream 7 "`` made ``"stream 7 , stream 13 "``)."""
+    names = sorted({clip(trace.track_label(trace.tracks[t]).strip()) or "unnamed track" for t in tracks})
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 

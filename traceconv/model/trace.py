@@ -464,15 +464,18 @@ class Trace:
         for its slices nested ``deep`` levels and more, past the depth Perfetto keeps.  A thread's
         lane names its tid when another thread of its process goes by the same label: ``labels``
         is :meth:`thread_labels` of (at least) the thread's process, from a caller adding many
-        lanes at once (counted again for each lane, 1,000 threads with 40 lanes each took 29 s)."""
+        lanes at once (counted again for each lane, 1,000 threads with 40 lanes each took 29 s).
+        The lane's name drops the spaces that end its track's (Kineto names a CUDA stream's thread
+        ``"stream 7 "``: its lanes were ``"stream 7  (overlap 1)"``)."""
         label = self.track_label(track) or "track"
+        shown = label.rstrip() or label
         if track.kind is TrackKind.THREAD and track.thread is not None:
             th = self.threads[track.thread]
             if labels is None:
                 labels = self.thread_labels((th.process,))
             if labels[(th.process, label)] > 1:
-                label = f"{label} [tid {th.tid}]"
-        return self._add_track(TrackKind.LANE, f"{label} (depth {deep}+)" if deep else f"{label} (overlap {lane})",
+                shown = f"{shown} [tid {th.tid}]"
+        return self._add_track(TrackKind.LANE, f"{shown} (depth {deep}+)" if deep else f"{shown} (overlap {lane})",
                                process=track.process, thread=track.thread, parent=track.id, lane=lane, deep=deep)
 
     # ---- events ---------------------------------------------------------------------------
