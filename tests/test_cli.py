@@ -664,6 +664,8 @@ def test_summary_tables_are_whole_lines_when_piped_and_keep_names_readable_at_80
                                                                   "49.5"]
     assert "ranks, slowest first (2 ranks; busy: self time over all rows)" in piped   # one line
     assert max(map(len, piped)) > 120
+    # the titles where the lines start, not centred over a table this wide
+    assert [line for line in piped if " — by " in line] == [f"{tmp_path} — by name"]
 
     narrow = summary("80")
     assert max(map(len, narrow)) <= 80

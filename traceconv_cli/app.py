@@ -155,6 +155,9 @@ def show(table: Any, stderr: bool = False, width: int = UNFOLDED) -> None:
         con.print(table)
         return
     wide = Console(width=width, highlight=False, color_system=None)
+    if hasattr(table, "title_justify"):
+        # (centred over a table of a few hundred columns, a title began with as many spaces)
+        table.title_justify = table.caption_justify = "left"
     with wide.capture() as drawn:
         wide.print(table)
     # (rich pads a title to the width: no trailing spaces in a file)
