@@ -306,6 +306,16 @@ def test_a_lane_and_the_warning_drop_the_spaces_that_end_a_thread_name():
         "stream 13 (overlap 1)", "stream 7 (overlap 1)"]
     assert [w.message for w in t.diagnostics.warnings][0].endswith("(stream 13, stream 7)")
     assert {t.track_label(th) for th in t.tracks if th.kind is TrackKind.THREAD} == {"stream 7 ", "stream 13 "}
+    # a thread "stream 7" beside "stream 7 " in one process: their lanes say which tid each is
+    t = Trace("test")
+    p = t.process(1, "p")
+    for tid, name in ((7, "stream 7 "), (8, "stream 7")):
+        th = t.thread(p, tid, name)
+        for ts, dur in [(0, 100), (50, 100)]:
+            t.add_slice(th.track, ts, dur, f"s{tid}")
+    nest(t)
+    assert sorted(t.track_label(x) for x in t.tracks if x.kind is TrackKind.LANE) == [
+        "stream 7 [tid 7] (overlap 1)", "stream 7 [tid 8] (overlap 1)"]
 
 
 def test_nest_is_deterministic_and_keeps_every_duration():

@@ -167,6 +167,11 @@ class FlowTable:
         return len(self.src)
 
 
+def _lane_stem(label: str) -> str:
+    """A track's label as its lanes' names begin: without the spaces that end it."""
+    return label.rstrip() or label
+
+
 @dataclass
 class TraceMeta:
     source_format: str = ""
@@ -467,15 +472,14 @@ class Trace:
         lanes at once (counted again for each lane, 1,000 threads with 40 lanes each took 29 s).
         The lane's name drops the spaces that end its track's (Kineto names a CUDA stream's thread
         ``"stream 7 "``: its lanes were ``"stream 7  (overlap 1)"``)."""
-        label = self.track_label(track) or "track"
-        shown = label.rstrip() or label
+        label = _lane_stem(self.track_label(track) or "track")
         if track.kind is TrackKind.THREAD and track.thread is not None:
             th = self.threads[track.thread]
             if labels is None:
                 labels = self.thread_labels((th.process,))
             if labels[(th.process, label)] > 1:
-                shown = f"{shown} [tid {th.tid}]"
-        return self._add_track(TrackKind.LANE, f"{shown} (depth {deep}+)" if deep else f"{shown} (overlap {lane})",
+                label = f"{label} [tid {th.tid}]"
+        return self._add_track(TrackKind.LANE, f"{label} (depth {deep}+)" if deep else f"{label} (overlap {lane})",
                                process=track.process, thread=track.thread, parent=track.id, lane=lane, deep=deep)
 
     # ---- events ---------------------------------------------------------------------------
@@ -573,9 +577,10 @@ class Trace:
         return self._process_threads.setdefault(process.id, [])
 
     def thread_labels(self, processes: Iterable[int]) -> Counter[tuple[int, str]]:
-        """How many threads of each of ``processes`` (ids) go by each label (:meth:`track_label`),
-        keyed (process id, label): what :meth:`add_lane` asks."""
-        return Counter((p, self.track_label(self.tracks[t.track]))
+        """How many threads of each of ``processes`` (ids) go by each label (:meth:`track_label`,
+        less the spaces that end it, as a lane's name has it), keyed (process id, label): what
+        :meth:`add_lane` asks."""
+        return Counter((p, _lane_stem(self.track_label(self.tracks[t.track])))
                        for p in processes for t in self._process_threads.get(p, ()))
 
     def track_label(self, track: Track) -> str:
