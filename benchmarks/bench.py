@@ -74,7 +74,7 @@ what, args = sys.argv[1], sys.argv[2:]
 if what != "jsonloads":
     # the process set up as the `traceconv` command sets up its own: one OpenBLAS thread (else
     # numpy's import starts one per core, spinning ~0.1 s of CPU beside the conversion's start)
-    from traceconv_cli.app import one_blas_thread
+    from traceconv_cli import one_blas_thread
     one_blas_thread()
 t = time.perf_counter()
 cpu0 = time.process_time()

@@ -68,7 +68,7 @@ def test_the_command_runs_numpy_with_one_blas_thread_unless_told(value, want):
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if value is not None:
         env["OPENBLAS_NUM_THREADS"] = value
-    code = ("import os; from traceconv_cli.app import one_blas_thread; one_blas_thread(); import numpy; "
+    code = ("import os; from traceconv_cli import one_blas_thread; one_blas_thread(); import numpy; "
             "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     setting, tasks = r.stdout.split()

@@ -28,10 +28,9 @@ from traceconv import formats as registry
 from traceconv import progress, serve, viewers
 from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, clip, hold_signal, spell
 from traceconv.io import output_label, refuse_binary_terminal, stream_fd
-from traceconv_cli import lighthelp
+from traceconv_cli import lighthelp, one_blas_thread
 
 if TYPE_CHECKING:
-    from collections.abc import MutableMapping
     from rich.console import Console, Group
 
 
@@ -665,16 +664,6 @@ class _PipeGuard:
 
     def __getattr__(self, name: str):  # noqa: ANN204
         return getattr(self._stream, name)
-
-
-def one_blas_thread(environ: "MutableMapping[str, str]" = os.environ) -> None:
-    """One OpenBLAS thread for the command's process, unless the user set a number.  traceconv does
-    no linear algebra, and OpenBLAS otherwise starts a thread per core when numpy is imported, which
-    spins ~0.1 s of CPU beside the command's start (0.25-0.29 against 0.16 s of user CPU for the
-    bundled example).  An empty ``OPENBLAS_NUM_THREADS`` is no setting (OpenBLAS ignores it too): it
-    used to keep this default from applying.  The library leaves the environment alone."""
-    if not environ.get("OPENBLAS_NUM_THREADS", "").strip():
-        environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 def main() -> None:
