@@ -209,6 +209,26 @@ def test_a_pftrace_traceconv_wrote_reads_back(tmp_path):
     assert a["rows"] == b["rows"] and len(a["rows"]) > 5
 
 
+def test_the_counts_it_prints_are_singular_for_one(tmp_path):
+    """One slice, one instant, one flow and one counter sample were "1 slices, 1 instants, ...", and a
+    merge of one file of one slice "1 slices"."""
+    events = [{"ph": "X", "name": "a", "ts": 0, "dur": 5, "pid": 1, "tid": 1},
+              {"ph": "X", "name": "b", "ts": 10, "dur": 5, "pid": 1, "tid": 1},
+              {"ph": "i", "name": "mark", "ts": 2, "s": "t", "pid": 1, "tid": 1},
+              {"ph": "C", "name": "mem", "ts": 3, "pid": 1, "args": {"bytes": 7}},
+              {"ph": "s", "name": "f", "cat": "c", "id": 1, "ts": 1, "pid": 1, "tid": 1},
+              {"ph": "f", "name": "f", "cat": "c", "id": 1, "ts": 11, "pid": 1, "tid": 1, "bp": "e"}]
+    src = tmp_path / "one.json"
+    src.write_text(json.dumps({"traceEvents": events}))
+    r = run("convert", src, "-o", tmp_path / "one.pftrace")
+    assert r.returncode == 0 and "(chrome-json): 2 slices, 1 instant, 1 counter sample, 1 flow\n" in r.stdout, \
+        r.stdout + r.stderr
+    (tmp_path / "ranks").mkdir()
+    (tmp_path / "ranks" / "rank0.json").write_text(json.dumps({"traceEvents": events[:1]}))
+    m = run("merge", tmp_path / "ranks", "-o", tmp_path / "m.pftrace")
+    assert m.returncode == 0 and "(perfetto): 1 slice from 1 file in " in " ".join(m.stdout.split()), m.stdout
+
+
 def test_merge_to_stdout_is_perfetto_and_its_table_goes_to_stderr(tmp_path):
     ranks = Path(__file__).parent / "fixtures" / "multirank" / "gloo_2ranks"
     r = subprocess.run([sys.executable, "-m", "traceconv", "merge", str(ranks), "-o", "-"], capture_output=True,

@@ -67,6 +67,11 @@ def clip(text: str, limit: int = SHOWN_CHARS) -> str:
     return f"{text[:limit]}... ({len(text):,} characters)"
 
 
+def count(n: int, what: str) -> str:
+    """``n`` and ``what`` for a message: plural unless ``n`` is 1 (``1 slice``, ``3 slices``)."""
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
 class TraceconvError(Exception):
     """A problem with the user's input, arguments or output path.
 

@@ -26,7 +26,7 @@ import typer
 import traceconv                                    # light: its API is imported when first used
 from traceconv import formats as registry
 from traceconv import progress, serve, viewers
-from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, clip, hold_signal, spell
+from traceconv.errors import EXIT_BUG, EXIT_PROBLEMS, Stopped, clip, count, hold_signal, spell
 from traceconv.io import output_label, refuse_binary_terminal, stream_fd
 from traceconv_cli import lighthelp, one_blas_thread
 
@@ -384,8 +384,9 @@ def merge(
     files = {r: [] for r in sorted({r for _, r, _ in result.files})}
     for name, (_, r, how) in zip(names, result.files):
         files[r].append(f"{name} ({spell(how, FLAGS)})")
-    t = Table(title=Text(f"wrote {output_label(result.output)} ({result.output_format}): {result.slices} slices"
-                         + (f" from {len(names)} file{'s' if len(names) > 1 else ''} in {folder}" if folder else "")),
+    t = Table(title=Text(f"wrote {output_label(result.output)} ({result.output_format}): "
+                         f"{count(result.slices, 'slice')}"
+                         + (f" from {count(len(names), 'file')} in {folder}" if folder else "")),
               title_justify="left")
     for col in ("rank", "file (rank from)", "alignment", "matched", "offset", "±"):
         # (a file's name in full: its tail is what tells two ranks apart)
