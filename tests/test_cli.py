@@ -686,6 +686,11 @@ def test_summary_tables_are_whole_lines_when_piped_and_keep_names_readable_at_80
     assert max(map(len, piped)) > 120
     # the titles where the lines start, not centred over a table this wide
     assert [line for line in piped if " — by " in line] == [f"{tmp_path} — by name"]
+    # nor folded over a table narrower than they are
+    ml = subprocess.run([sys.executable, "-m", "traceconv", "summary", Path(__file__).parent.parent / "examples" /
+                         "mlagents_timers.json", "--top", "1"], capture_output=True, text=True, timeout=120, env=env)
+    assert ml.stdout.splitlines()[0].endswith(" — by name (synthesized timeline: file totals)"), ml.stdout
+    assert len(ml.stdout.splitlines()[0]) > len(ml.stdout.splitlines()[1]), ml.stdout
 
     narrow = summary("80")
     assert max(map(len, narrow)) <= 80

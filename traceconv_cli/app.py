@@ -154,11 +154,17 @@ def show(table: Any, stderr: bool = False, width: int = UNFOLDED) -> None:
         con.print(table)
         return
     wide = Console(width=width, highlight=False, color_system=None)
-    if hasattr(table, "title_justify"):
-        # (centred over a table of a few hundred columns, a title began with as many spaces)
-        table.title_justify = table.caption_justify = "left"
+    parts = [table]
+    if hasattr(table, "title"):
+        # the title and the caption on lines of their own, where the lines start: drawn as the
+        # table's, they were centred over its width (after ~230 spaces over a CUDA kernel's name)
+        # and folded where the table was narrower than they are
+        title, caption = table.title, table.caption
+        table.title = table.caption = None
+        parts = [p for p in (title, table, caption) if p is not None]
     with wide.capture() as drawn:
-        wide.print(table)
+        for p in parts:
+            wide.print(p)
     # (rich pads a title to the width: no trailing spaces in a file)
     con.file.write("".join(line.rstrip() + "\n" for line in drawn.get().splitlines()))
 
