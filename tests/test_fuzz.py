@@ -27,7 +27,7 @@ from traceconv import _core, validate
 from fuzz.merges import merge_options, merge_ranks
 from fuzz.mutate import mutated
 from fuzz import scaling, scanner
-from fuzz.runner import Runner, merge_case, unpack_merge
+from fuzz.runner import _WROTE, Runner, merge_case, unpack_merge
 from fuzz.strategies import IMPORTERS, Case
 from traceconv.errors import WarningCode
 from traceconv.readers.chrome import paths
@@ -698,3 +698,20 @@ def test_every_scaling_shape_makes_the_input_it_says(name, tmp_path):
     got = tp.query(out, "select (select count(*) from slice) as n, (select count(distinct track_id) from slice) as t, "
                         "(select count(*) from flow) as f")[0]
     assert (got["n"], got["t"], got["f"]) == SCALING_AT_60[name]
+
+
+@pytest.mark.parametrize("slices, instants", [(1, 1), (2, 0), (3, 2)])
+def test_the_runner_reads_the_counts_the_command_prints(tmp_path, slices, instants):
+    """The campaign holds trace_processor's slices to the count the command printed, which it reads
+    from the "wrote" line: "1 slice, 1 instant" (singular since 9e68eec) must read as "3 slices, 2
+    instants" does, or the check is skipped for such outputs."""
+    events = [{"ph": "X", "name": f"s{i}", "ts": 10 * i, "dur": 5, "pid": 1, "tid": 1} for i in range(slices)]
+    events += [{"ph": "i", "name": f"i{i}", "ts": 10 * i + 7, "s": "t", "pid": 1, "tid": 1} for i in range(instants)]
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps({"traceEvents": events}))
+    r = subprocess.run([sys.executable, "-m", "traceconv", "convert", str(src), "-o", str(tmp_path / "o.pftrace")],
+                       capture_output=True, text=True, timeout=120)
+    m = _WROTE.search(r.stdout)
+    assert m is not None, r.stdout
+    assert (int(m.group(1)), int(m.group(2) or 0)) == (slices, instants), r.stdout
+

@@ -48,7 +48,7 @@ from .strategies import Case
 GIB = 1 << 30
 OUTPUTS = (".pftrace", ".json")
 MERGE_OUTPUTS = (".tar",)        # a merge's too: a Perfetto merge archive (trace_processor opens it whole)
-_WROTE = re.compile(r"^wrote .*?: (\d+) slices(?:, (\d+) instants)?", re.M)
+_WROTE = re.compile(r"^wrote .*?: (\d+) slices?(?:, (\d+) instants?)?", re.M)   # ("1 slice, 1 instant")
 MERGE_SUFFIX = ".merge.tar"     # a merge case: its ranks' files in one tar (kept whole when it fails)
 MERGE_ARGV = "merge.argv"       # ... and the merge's options, in the same tar
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
