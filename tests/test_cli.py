@@ -227,6 +227,8 @@ def test_the_counts_it_prints_are_singular_for_one(tmp_path):
     (tmp_path / "ranks" / "rank0.json").write_text(json.dumps({"traceEvents": events[:1]}))
     m = run("merge", tmp_path / "ranks", "-o", tmp_path / "m.pftrace")
     assert m.returncode == 0 and "(perfetto): 1 slice from 1 file in " in " ".join(m.stdout.split()), m.stdout
+    v = run("validate", tmp_path / "ranks" / "rank0.json")
+    assert v.returncode == 0 and "rank0.json (chrome-json, 1 event): clean" in " ".join(v.stdout.split()), v.stdout
 
 
 def test_merge_to_stdout_is_perfetto_and_its_table_goes_to_stderr(tmp_path):

@@ -67,9 +67,11 @@ def clip(text: str, limit: int = SHOWN_CHARS) -> str:
     return f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def count(n: int, what: str) -> str:
-    """``n`` and ``what`` for a message: plural unless ``n`` is 1 (``1 slice``, ``3 slices``)."""
-    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+def count(n: int, what: str, grouped: bool = False) -> str:
+    """``n`` and ``what`` for a message: plural unless ``n`` is 1 (``1 slice``, ``3 slices``);
+    ``grouped``: the digits in groups of three (``1,156 events``)."""
+    number = f"{n:,}" if grouped else str(n)
+    return f"{number} {what}" if n == 1 else f"{number} {what}s"
 
 
 class TraceconvError(Exception):
