@@ -714,4 +714,3 @@ def test_the_runner_reads_the_counts_the_command_prints(tmp_path, slices, instan
     m = _WROTE.search(r.stdout)
     assert m is not None, r.stdout
     assert (int(m.group(1)), int(m.group(2) or 0)) == (slices, instants), r.stdout
-
