@@ -565,7 +565,8 @@ def validate_(
         verdict = "clean" if not report.problems else f"{len(report.problems)} problem(s)"
         if report.notes:
             verdict += f", {len(report.notes)} note(s) on known quirks of the producer"
-        t = Table(title=Text(f"{input} ({report.format}, {count(report.events, 'event', grouped=True)}): {verdict}"), title_justify="left")
+        events = count(report.events, "event", grouped=True)
+        t = Table(title=Text(f"{input} ({report.format}, {events}): {verdict}"), title_justify="left")
         for col in ("check", "verdict", "count", "detail"):
             t.add_column(col, justify="right" if col == "count" else "left", overflow="fold")
         rank = {check.PROBLEM: 0, check.NOTE: 1}
