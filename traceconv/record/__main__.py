@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import TraceconvError
+from ..errors import TraceconvError, count
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"traceconv: error: {e}", file=sys.stderr)
         return 2
     files = t.meta.extra["record.merge"]["files"]
-    print(f"{args.output}: {len(files)} shards, {len(t.slices)} slices, {len(t.flows)} flows")
+    print(f"{args.output}: {count(len(files), 'shard')}, {count(len(t.slices), 'slice')}, "
+          f"{count(len(t.flows), 'flow')}")
     for w in t.diagnostics.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0
