@@ -19,7 +19,6 @@ reuses it.  A no-op where there is no glibc.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -34,8 +33,9 @@ def _c() -> "ctypes.CDLL | None":
         try:
             _libc = ctypes.CDLL("libc.so.6")
         except OSError:
+            from ctypes.util import find_library    # (imports subprocess: ~2 ms; only where needed)
             try:
-                _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+                _libc = ctypes.CDLL(find_library("c") or "libc.so.6")
             except OSError:
                 _libc = None
     return _libc  # type: ignore[return-value]
