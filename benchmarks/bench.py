@@ -82,6 +82,10 @@ import os
 for o in {"convert": args[1:2], "startup": args[1:2], "warm": args[1:2] + args[3:4], "merge": args[:1]}.get(what, []):
     if os.path.exists(o):
         os.unlink(o)
+# and starts with nothing left for the kernel to write: the earlier runs' outputs (~80 MB each at
+# 1M events) written out, and the blocks an unlink freed given back, now, not by kernel threads
+# taking a core from whichever run comes next
+os.sync()
 t = time.perf_counter()
 cpu0 = time.process_time()
 if what == "startup":
@@ -172,6 +176,7 @@ def open_times(files: dict[str, Path], repeat: int) -> dict[str, dict]:
     runs: dict[str, list[tuple[float, float]]] = {label: [] for label in files}
     for _ in range(max(repeat, 2)):
         for label, path in files.items():
+            os.sync()                   # (as before every run: see CHILD)
             r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             r = subprocess.run([str(TRACE_PROCESSOR), "-q", str(query), str(path)], capture_output=True, text=True)
             wall, r1 = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -41,10 +41,13 @@ DATA = HERE / "data"
 EXAMPLE = ROOT / "examples" / "mlagents_timers.json"
 
 # One run of a command in a fresh process: its wall time and its peak RSS (VmHWM of the child,
-# read by a tiny launcher that waits for it: ru_maxrss would carry the launcher's own peak).
+# read by a tiny launcher that waits for it: ru_maxrss would carry the launcher's own peak).  Each
+# starts with nothing left for the kernel to write (as bench.py's runs: the install's files and the
+# last run's output written out first, not by kernel threads taking a core from the run).
 LAUNCH = r"""
 import json, os, subprocess, sys, time
 cmd = sys.argv[1:]
+os.sync()
 t = time.perf_counter()
 p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
 _, status, usage = os.wait4(p.pid, 0)
