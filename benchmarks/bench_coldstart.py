@@ -133,8 +133,9 @@ def measure(python: str | Path = sys.executable, big: Path | None = None, runs: 
                     cmd = _command(py)
                 times = []
                 for _ in range(4):
-                    # each a new file, as the first is (replacing the last one's output would add the
-                    # kernel's dropping of its pages to the later runs alone: bench.py prints that cost)
+                    # each a new file, as the first is (writing over the last one's output costs more,
+                    # ext4 writing the new file out before the rename, and only the later runs would
+                    # pay it: bench.py times that beside the conversion)
                     bout.unlink(missing_ok=True)
                     times.append(run([*cmd, "convert", str(big), "-o", str(bout), "-q"])["seconds"])
                 rounds.append(times)
