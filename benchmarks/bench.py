@@ -69,7 +69,7 @@ PRODUCERS = [("MegEngine timeline", "megengine/generated_mge1130_dynamic.chrome_
               400)]
 
 CHILD = r"""
-import gc, gzip, json, resource, sys, time
+import gc, gzip, json, os, resource, sys, time
 what, args = sys.argv[1], sys.argv[2:]
 if what != "jsonloads":
     # the process set up as the `traceconv` command sets up its own: one OpenBLAS thread (else
@@ -78,7 +78,6 @@ if what != "jsonloads":
     one_blas_thread()
 # each run writes a new file, as a first conversion does: the last run's output is removed before
 # the clock starts ("convert_over" keeps it: converting over a file costs more, and is timed too)
-import os
 for o in {"convert": args[1:2], "startup": args[1:2], "warm": args[1:2] + args[3:4], "merge": args[:1]}.get(what, []):
     if os.path.exists(o):
         os.unlink(o)

@@ -131,14 +131,14 @@ def measure(python: str | Path = sys.executable, big: Path | None = None, runs: 
                         break
                     compile_bytecode(py)
                     cmd = _command(py)
-                times = []
+                seconds = []
                 for _ in range(4):
                     # each a new file, as the first is (writing over the last one's output costs more,
                     # ext4 writing the new file out before the rename, and only the later runs would
                     # pay it: bench.py times that beside the conversion)
                     bout.unlink(missing_ok=True)
-                    times.append(run([*cmd, "convert", str(big), "-o", str(bout), "-q"])["seconds"])
-                rounds.append(times)
+                    seconds.append(run([*cmd, "convert", str(big), "-o", str(bout), "-q"])["seconds"])
+                rounds.append(seconds)
                 bout.unlink()
             times = rounds[0]
             figures["big_first_seconds"] = times[0]

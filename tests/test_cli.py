@@ -229,6 +229,33 @@ def test_the_counts_it_prints_are_singular_for_one(tmp_path):
     assert m.returncode == 0 and "(perfetto): 1 slice from 1 file in " in " ".join(m.stdout.split()), m.stdout
     v = run("validate", tmp_path / "ranks" / "rank0.json")
     assert v.returncode == 0 and "rank0.json (chrome-json, 1 event): clean" in " ".join(v.stdout.split()), v.stdout
+    # validate's verdict too: "1 problem", not "1 problem(s)"
+    bad = tmp_path / "unmatched.json"
+    bad.write_text(json.dumps({"traceEvents": [{"ph": "B", "name": "never ends", "ts": 0, "pid": 1, "tid": 1},
+                                               events[0]]}))
+    v = run("validate", bad)
+    assert v.returncode == 1 and "unmatched.json (chrome-json, 2 events): 1 problem ┏" in " ".join(v.stdout.split()), \
+        v.stdout
+
+
+def test_a_table_shown_unfolded_keeps_its_title_and_caption():
+    """Piped, show() draws a table's title and caption as lines of their own, the table's own taken
+    off while it is drawn: they are put back, so that a table shown again still has them."""
+    import contextlib
+    import io
+    from rich.table import Table
+    from traceconv_cli.app import show
+    t = Table(title="the title", caption="the caption")
+    t.add_column("x")
+    t.add_row("1")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        show(t)
+        show(t)
+    lines = out.getvalue().splitlines()
+    assert (t.title, t.caption) == ("the title", "the caption")
+    assert lines.count("the title") == 2 and lines.count("the caption") == 2, lines
+    assert lines[0] == "the title" and lines[-1] == "the caption", lines
 
 
 def test_merge_to_stdout_is_perfetto_and_its_table_goes_to_stderr(tmp_path):

@@ -154,17 +154,21 @@ def show(table: Any, stderr: bool = False, width: int = UNFOLDED) -> None:
         con.print(table)
         return
     wide = Console(width=width, highlight=False, color_system=None)
-    parts = [table]
+    title = caption = None
     if hasattr(table, "title"):
         # the title and the caption on lines of their own, where the lines start: drawn as the
         # table's, they were centred over its width (after ~230 spaces over a CUDA kernel's name)
-        # and folded where the table was narrower than they are
+        # and folded where the table was narrower than they are (the table's own put back after)
         title, caption = table.title, table.caption
         table.title = table.caption = None
-        parts = [p for p in (title, table, caption) if p is not None]
-    with wide.capture() as drawn:
-        for p in parts:
-            wide.print(p)
+    try:
+        with wide.capture() as drawn:
+            for p in (title, table, caption):
+                if p is not None:
+                    wide.print(p)
+    finally:
+        if hasattr(table, "title"):
+            table.title, table.caption = title, caption
     # (rich pads a title to the width: no trailing spaces in a file)
     con.file.write("".join(line.rstrip() + "\n" for line in drawn.get().splitlines()))
 
@@ -562,9 +566,9 @@ def validate_(
     else:
         from rich.table import Table
         from rich.text import Text
-        verdict = "clean" if not report.problems else f"{len(report.problems)} problem(s)"
+        verdict = "clean" if not report.problems else count(len(report.problems), "problem")
         if report.notes:
-            verdict += f", {len(report.notes)} note(s) on known quirks of the producer"
+            verdict += f", {count(len(report.notes), 'note')} on known quirks of the producer"
         events = count(report.events, "event", grouped=True)
         t = Table(title=Text(f"{input} ({report.format}, {events}): {verdict}"), title_justify="left")
         for col in ("check", "verdict", "count", "detail"):
