@@ -808,19 +808,32 @@ def test_absolute_times_come_back_exactly(tmp_path_factory, events):
     assert Counter(x[2] for x in got.counters) == Counter(ts for ts, _, k in events if k == "c")
 
 
-def test_two_threads_write_the_same_bytes_as_one(tmp_path, monkeypatch):
-    """Pass 2 splits a step's rows between two threads (each with its own predictions): the output
-    is the same, byte for byte."""
+@pytest.mark.parametrize("piece", [4096, 97, 1])
+def test_two_threads_write_the_same_bytes_as_one(tmp_path, monkeypatch, piece):
+    """On two threads pass 2 cuts a step in pieces (each with its own predictions) that the
+    threads take in turn, each piece's rows encoded and its packets made by one task; rows left to
+    the Python encoder (here: nested past the compiled encoder's depth, in some pieces and not in
+    others) are encoded between the two, and their pieces' packets made after.  The output is the
+    same, byte for byte, with pieces of any size."""
     t = Trace("test")
     th = t.thread(t.process(1, "p"), 1, "t")
+    deep: dict = {"leaf": 1}
+    for _ in range(pw._enc.MAX_DEPTH + 2):
+        deep = {"d": deep}
     for i in range(3000):
         t.add_slice(th.track, i * 10, 5, f"s{i % 7}", "c", {"i": i, "s": ["float", "", "x" * (i % 200)],
-                                                               "f": i / 4, "n": {"k": i % 3}} if i % 5 else None)
+                                                               "f": i / 4, "n": {"k": i % 3}} if i % 5 else
+                    deep if i in (500, 1495, 2490) else None)
         t.add_instant(th.track, i * 10 + 1, "m", None, {"Bytes": i} if i % 2 else {"Bytes": 0.1 * i})
     monkeypatch.setattr(pw, "PARALLEL_ROWS", 16)
+    monkeypatch.setattr(pw, "PIECE_EVENTS", piece)
     monkeypatch.setattr(pw, "_STEP", 1000)
+    left: list[bytes] = []                    # the rows left to Python
+    real = pw.PythonArgs.__call__
+    monkeypatch.setattr(pw.PythonArgs, "__call__", lambda self, raw: left.append(raw) or real(self, raw))
     monkeypatch.setattr(pw.os, "cpu_count", lambda: 2)
     traceconv.save(t, tmp_path / "two.pftrace")
+    assert len(left) == 3 and all(raw.startswith(b'{"d":{"d":') for raw in left)
     monkeypatch.setattr(pw.os, "cpu_count", lambda: 1)
     traceconv.save(t, tmp_path / "one.pftrace")
     assert (tmp_path / "two.pftrace").read_bytes() == (tmp_path / "one.pftrace").read_bytes()

@@ -115,6 +115,7 @@ _STEP = 1 << 15           # events encoded per step (their annotations exist for
 _WINDOW = 1 << 16         # events per window of the sorted stream (layout.event_windows)
 _CACHE = 200_000          # Python-encoded arg values remembered (the cache starts over when full)
 PARALLEL_ROWS = 8192      # a step's args rows are split between two threads from this many
+PIECE_EVENTS = 4096       # ... the step in pieces of this many events, taken in turn by the two threads
 INTERN_STRINGS = True     # repeated string values as DebugAnnotation.string_value_iid
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
@@ -678,7 +679,7 @@ class _Events:
             (c_track, _col(cnt.value, np.float64).view(np.uint64)),
             _col(flows.src, np.int64), _col(flows.dst, np.int64),
             self.t0, default_uuid=self.default_uuid, parallel_rows=PARALLEL_ROWS if pool is not None else _NEVER,
-            flow_ids=flow_ids)
+            flow_ids=flow_ids, piece_events=PIECE_EVENTS)
         # the stream a window at a time, each in steps: the annotations of a step's rows exist for
         # that step only.  With a second core each step's packets are written (and compressed, for
         # a .gz) by a thread of their own while the next step is encoded (io.WriteBehind).  A

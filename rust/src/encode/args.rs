@@ -438,6 +438,12 @@ pub struct ArgsTable {
 }
 
 impl ArgsTable {
+    /// Pass 2 over `rows` ([`encode_rows`]) on this thread, with predictions `pred`.
+    pub(super) fn encode(&self, data: &[u8], off: &[i64], rows: &[i64], pred: &mut Pred, into: &mut Encoded)
+        -> Result<(), String> {
+        encode_rows(&self.t, pred, data, off, rows, into)
+    }
+
     /// Pass 2 over `rows` ([`encode_rows`]), in two halves on two threads (rayon) when there are
     /// enough rows (the second half's into `spare`, then appended); the same bytes.
     #[allow(clippy::too_many_arguments)]

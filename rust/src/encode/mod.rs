@@ -187,8 +187,13 @@ pub const TYPE_COUNTER: u64 = 4;
 pub const MAX_DEPTH: usize = 60;
 /// Keys per object checked for repeats; larger objects go to the Python encoder.
 const MAX_KEYS: usize = 1024;
-/// Pass 2 runs on two threads from this many rows in a step.
+/// Pass 1 runs on two threads from this many rows in a call, and a step of pass 2 from this many
+/// events.
 pub const PARALLEL_ROWS: usize = 8192;
+/// On two threads a step of pass 2 is cut into pieces of this many events, which the threads take
+/// in turn as each finishes one (rayon), so that neither waits for the other at the step's end for
+/// longer than a piece takes; each piece's args rows are encoded and its packets made by one task.
+pub const PIECE_EVENTS: usize = 4096;
 
 #[inline]
 fn key_len(field: u32) -> usize {
@@ -265,6 +270,7 @@ pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add("MAX_DEPTH", MAX_DEPTH)?;
     m.add("PARALLEL_ROWS", PARALLEL_ROWS)?;
+    m.add("PIECE_EVENTS", PIECE_EVENTS)?;
     for (name, v) in [("SCREEN_DEEP", SCREEN_DEEP), ("SCREEN_SURROGATE", SCREEN_SURROGATE),
                       ("SCREEN_SUSPECT", SCREEN_SUSPECT), ("SCREEN_LONG", SCREEN_LONG)] {
         m.add(name, v)?;

@@ -1,6 +1,6 @@
 //! The packets of the writer's event stream ([`EventEncoder`]: a step at a time, its args by
-//! `args.rs`, on two threads from [`PARALLEL_ROWS`] rows) and of its interned data
-//! ([`interned_packets`]).
+//! `args.rs`; on two threads from [`PARALLEL_ROWS`] events, in pieces of [`PIECE_EVENTS`]) and of
+//! its interned data ([`interned_packets`]).
 
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
@@ -8,9 +8,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
+use rayon::prelude::*;
+
 use super::args::{row_bytes, ArgsTable, Encoded, Pred};
 use super::{key_len, put_bytes, E_CAT, E_COUNTER, E_DOUBLE, E_FLOW, E_NAME, E_TFLOW, E_TRACK, E_TYPE, PARALLEL_ROWS,
-            P_FLAGS, P_INTERNED, P_SEQ, P_TE, P_TS, S_IID, S_STR, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
+            PIECE_EVENTS, P_FLAGS, P_INTERNED, P_SEQ, P_TE, P_TS, S_IID, S_STR, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
             TYPE_SLICE_END, T_PACKET};
 use crate::nest::{column, same_length, Column};
 
@@ -23,7 +25,7 @@ fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a 
 }
 
 /// EventEncoder(table, codes, seq_id, flags (0: no sequence_flags field), uuids, iids, slices, instants, counters,
-/// flows_out, flows_in, last, default_uuid=0, parallel_rows=8192)
+/// flows_out, flows_in, last, default_uuid=0, parallel_rows=8192, flow_ids=(1, 0), piece_events=4096)
 ///
 /// Pass 2: the packets of the writer's event stream, a step at a time ([`run`]).  `codes` are the
 /// stream's kind values for (begin, end, instant, counter); `uuids[track]` is a track's uuid, left
@@ -35,7 +37,8 @@ fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>) -> PyResult<&'a 
 /// `counters` (track int32, value bits uint64); `flows_out` / `flows_in` per flow, the slice it
 /// leaves from / arrives at (int64; the flow with index k has id (k + 1) * scale + base, `flow_ids =
 /// (scale, base)`: (1, 0) unless the trace is one of several sequences of a file, each its own ids)
-/// -- `flow_ids` / `terminating_flow_ids`.  `last` is the time the first event's delta is from.
+/// -- `flow_ids` / `terminating_flow_ids`.  `last` is the time the first event's delta is from.  A
+/// step of `parallel_rows` events or more is encoded on two threads, in pieces of `piece_events`.
 #[pyclass(module = "traceconv._core.encode")]
 pub struct EventEncoder {
     table: Py<ArgsTable>,
@@ -55,22 +58,37 @@ pub struct EventEncoder {
     /// a flow's id: (index + 1) * scale + base
     flow_ids: (u64, u64),
     parallel_rows: usize,
-    /// the predictions of pass 2 (one set per thread), kept from step to step
-    preds_s: [Pred; 2],
-    preds_i: [Pred; 2],
-    /// a step's buffers, kept for the next step (see [`Scratch`]) once `keeps`
-    scratch: Scratch,
+    /// events per piece of a step on two threads ([`PIECE_EVENTS`])
+    piece_events: usize,
+    /// a step's pieces (see [`Piece`]): their predictions are kept from step to step, and their
+    /// buffers too once `keeps`
+    pieces: Vec<Piece>,
     keeps: bool,
 }
 
-/// The buffers a step fills and empties, kept from step to step: the annotations of its slices and
-/// instants, and its packets (each in two halves, one per thread).  Made anew for each step, they
-/// were fresh mappings (each past glibc's mmap threshold) that the system zeroed page by page.
+/// One piece of a step: its slice begins' and instants' args rows, their annotations, and its
+/// packets, made by one task.  Each piece has its own predictions of pass 2 ([`Pred`]), kept from
+/// step to step (piece k of each step: rows of the same part of the stream's windows), and its
+/// buffers: made anew for each step they were fresh mappings the system zeroed page by page.
 #[derive(Default)]
-struct Scratch {
-    s: [Encoded; 2],
-    i: [Encoded; 2],
-    packets: [Vec<u8>; 2],
+struct Piece {
+    pred_s: Pred,
+    pred_i: Pred,
+    rows_s: Vec<i64>,
+    rows_i: Vec<i64>,
+    s: Encoded,
+    i: Encoded,
+    packets: Vec<u8>,
+    /// its packets are made (else some of its rows were left to Python, and they wait for them)
+    done: bool,
+}
+
+impl Piece {
+    /// Its buffers given back (its predictions kept).
+    fn release(&mut self) {
+        let (pred_s, pred_i) = (std::mem::take(&mut self.pred_s), std::mem::take(&mut self.pred_i));
+        *self = Piece { pred_s, pred_i, ..Default::default() };
+    }
 }
 
 /// Flow ids by slice, looked up in O(1) per slice begin: a bit per slice says whether it has any;
@@ -237,7 +255,8 @@ fn idx(v: i64, n: usize, what: &str) -> Result<usize, String> {
 impl EventEncoder {
     #[new]
     #[pyo3(signature = (table, codes, seq_id, flags, uuids, iids, slices, instants, counters, flows_out, flows_in,
-                        last, default_uuid = 0, parallel_rows = PARALLEL_ROWS, flow_ids = (1, 0)))]
+                        last, default_uuid = 0, parallel_rows = PARALLEL_ROWS, flow_ids = (1, 0),
+                        piece_events = PIECE_EVENTS))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -256,6 +275,7 @@ impl EventEncoder {
         default_uuid: u64,
         parallel_rows: usize,
         flow_ids: (u64, u64),
+        piece_events: usize,
     ) -> PyResult<Self> {
         if flow_ids.0 == 0 || (u32::MAX as u64 + 1).checked_mul(flow_ids.0).and_then(|m| m.checked_add(flow_ids.1)).is_none() {
             return Err(PyValueError::new_err("EventEncoder: flow_ids (scale, base) would give 0 or overflow 64 bits"));
@@ -268,8 +288,7 @@ impl EventEncoder {
         let cat_iids = column(&iids.1).iter().map(|&u| u.max(0) as u64).collect();
         Ok(EventEncoder {
             table, codes, seq_id, flags, uuids, name_iids, cat_iids, default_uuid, s: slices, i: instants, c: counters, fo, fi,
-            last, flow_ids, parallel_rows, preds_s: Default::default(), preds_i: Default::default(),
-            scratch: Default::default(), keeps: false,
+            last, flow_ids, parallel_rows, piece_events: piece_events.max(1), pieces: Vec::new(), keeps: false,
         })
     }
 
@@ -302,70 +321,95 @@ impl EventEncoder {
         let (st, sn, sc, sd, so) = (slice(&st)?, slice(&sn)?, slice(&sc)?, slice(&sd)?, slice(&so)?);
         let (it, inm, ic, id, io) = (slice(&it)?, slice(&inm)?, slice(&ic)?, slice(&id)?, slice(&io)?);
         let (ct, cb) = (slice(&ct)?, slice(&cb)?);
-        let rows_s: Vec<i64> = (0..n).filter(|&e| kind[e] == k_begin).map(|e| index[e]).collect();
-        let rows_i: Vec<i64> = (0..n).filter(|&e| kind[e] == k_instant).map(|e| index[e]).collect();
         let table = self.table.borrow(py);
         let args: &ArgsTable = &table;
+        // the step in pieces, on two threads from `parallel_rows` events: each piece's args rows
+        // encoded and, unless one was left to Python, its packets made, in one task
         let par = self.parallel_rows;
-        let (ps, pi) = (&mut self.preds_s, &mut self.preds_i);
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let Scratch { s: [s_got, s_spare], i: [i_got, i_spare], packets: [out, spare] } = &mut scratch;
+        let two = n >= par.max(2) && rayon::current_num_threads() >= 2;
+        let each = self.piece_events;
+        let count = if two { n.div_ceil(each) } else { 1 };
+        let mut pieces = std::mem::take(&mut self.pieces);
+        if pieces.len() < count {
+            pieces.resize_with(count, Default::default);
+        }
+        let size_of = |k: usize| if two { (k * each).min(n) } else { k * n };
+        let at = |k: usize| if k == 0 { self.last } else { time[size_of(k) - 1] };
+        let cols = StepCols { kind: &kind, time: &time, index: &index, st, sn, sc, it, inm, ic, ct, cb };
+        let work = |k: usize, p: &mut Piece| -> Result<(), String> {
+            let (lo, hi) = (size_of(k), size_of(k + 1));
+            p.rows_s.clear();
+            p.rows_i.clear();
+            for e in lo..hi {
+                if kind[e] == k_begin {
+                    p.rows_s.push(index[e]);
+                } else if kind[e] == k_instant {
+                    p.rows_i.push(index[e]);
+                }
+            }
+            args.encode(sd, so, &p.rows_s, &mut p.pred_s, &mut p.s)?;
+            args.encode(id, io, &p.rows_i, &mut p.pred_i, &mut p.i)?;
+            p.packets.clear();
+            p.done = !p.s.2.contains(&1) && !p.i.2.contains(&1);
+            if p.done {
+                let no: &[Vec<u8>] = &[];
+                cols.assembly(&*self, &p.s, &p.i, no, no).packets(lo, hi, at(k), &mut p.packets)?;
+            }
+            Ok(())
+        };
         py.detach(|| {
-            args.encode_step(sd, so, &rows_s, par, ps, s_got, s_spare)?;
-            args.encode_step(id, io, &rows_i, par, pi, i_got, i_spare)
+            if two {
+                pieces[..count].par_iter_mut().enumerate().try_for_each(|(k, p)| work(k, p))
+            } else {
+                work(0, &mut pieces[0])
+            }
         })
         .map_err(PyValueError::new_err)?;
-        let ((sa, se, sf), (ia, ie, if_)) = (&*s_got, &*i_got);
-        // the rows left to the Python encoder
-        let mut parts: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
-        for (w, (rows, flags)) in [(&rows_s, sf), (&rows_i, if_)].into_iter().enumerate() {
-            let left: Vec<i64> = rows.iter().zip(flags.iter()).filter(|(_, &f)| f != 0).map(|(&r, _)| r).collect();
-            if !left.is_empty() {
-                let got = fallback.call1((w, left.clone().into_pyarray(py)))?;
-                let list = got.cast::<PyList>()?;
-                if list.len() != left.len() {
-                    return Err(PyValueError::new_err("fallback: one bytes object per row expected"));
+        // the rows left to the Python encoder, all at once for each table, in order; then the
+        // packets of the pieces that waited for them
+        if pieces[..count].iter().any(|p| !p.done) {
+            let mut parts: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+            for (w, part) in parts.iter_mut().enumerate() {
+                let left: Vec<i64> = pieces[..count].iter()
+                    .flat_map(|p| {
+                        let (rows, (_, _, flags)) = if w == 0 { (&p.rows_s, &p.s) } else { (&p.rows_i, &p.i) };
+                        rows.iter().zip(flags.iter()).filter(|(_, &f)| f != 0).map(|(&r, _)| r)
+                    })
+                    .collect();
+                if !left.is_empty() {
+                    let got = fallback.call1((w, left.clone().into_pyarray(py)))?;
+                    let list = got.cast::<PyList>()?;
+                    if list.len() != left.len() {
+                        return Err(PyValueError::new_err("fallback: one bytes object per row expected"));
+                    }
+                    for x in list.iter() {
+                        part.push(x.cast::<PyBytes>()?.as_bytes().to_vec());
+                    }
                 }
-                for x in list.iter() {
-                    parts[w].push(x.cast::<PyBytes>()?.as_bytes().to_vec());
+            }
+            let (mut fs, mut fi) = (0, 0);
+            for (k, p) in pieces[..count].iter_mut().enumerate() {
+                let (ns, ni) = (p.s.2.iter().filter(|&&f| f != 0).count(), p.i.2.iter().filter(|&&f| f != 0).count());
+                if !p.done {
+                    let (lo, hi) = (size_of(k), size_of(k + 1));
+                    cols.assembly(&*self, &p.s, &p.i, &parts[0][fs..fs + ns], &parts[1][fi..fi + ni])
+                        .packets(lo, hi, at(k), &mut p.packets)
+                        .map_err(PyValueError::new_err)?;
+                    p.done = true;
                 }
+                (fs, fi) = (fs + ns, fi + ni);
             }
         }
-        let a = Assembly {
-            enc: &*self, kind: &kind, time: &time, index: &index, st, sn, sc, it, inm, ic, ct, cb,
-            s_ann: Anns { text: sa, ends: se, flags: sf, python: &parts[0] },
-            i_ann: Anns { text: ia, ends: ie, flags: if_, python: &parts[1] },
-        };
-        let last = self.last;
-        out.clear();
-        spare.clear();
-        py.detach(|| {
-            if n < par.max(2) || rayon::current_num_threads() < 2 {
-                return a.packets(0, n, Start { last, ..Default::default() }, out);
-            }
-            // two halves on two threads: the second starts where the first ends (its row
-            // counters, and the time its first delta is from)
-            let m = n / 2;
-            let js = kind[..m].iter().filter(|&&k| k == k_begin).count();
-            let ji = kind[..m].iter().filter(|&&k| k == k_instant).count();
-            let second = Start {
-                last: time[m - 1], js, ji,
-                fs: sf[..js].iter().filter(|&&f| f != 0).count(),
-                fi: if_[..ji].iter().filter(|&&f| f != 0).count(),
-            };
-            let (x, y) = rayon::join(|| a.packets(0, m, Start { last, ..Default::default() }, out),
-                                     || a.packets(m, n, second, spare));
-            x?;
-            y
-        })
-        .map_err(PyValueError::new_err)?;
-        // the two halves into the caller's buffer (kept: they are not handed over), or without a
-        // buffer, as they are (the first half's buffer goes with them, made anew next step)
-        let (first, size) = (out.len(), out.len() + spare.len());
+        // the pieces' packets into the caller's buffer (kept: they are not handed over), or
+        // without a buffer, into a new one
+        let size: usize = pieces[..count].iter().map(|p| p.packets.len()).sum();
         let arr = match buf {
+            None if count == 1 && !two => std::mem::take(&mut pieces[0].packets).into_pyarray(py),
             None => {
-                let mut all = std::mem::take(out);
-                all.extend_from_slice(spare);
+                let mut all = Vec::with_capacity(size);
+                for p in &pieces[..count] {
+                    all.extend_from_slice(&p.packets);
+                }
                 all.into_pyarray(py)
             }
             Some(b) => {
@@ -379,37 +423,29 @@ impl EventEncoder {
                     .try_readwrite()
                     .map_err(|e| PyValueError::new_err(format!("run: the buffer cannot be written ({e})")))?;
                 let dst = w.as_slice_mut().map_err(|_| PyValueError::new_err("run: the buffer is not contiguous"))?;
-                dst[..first].copy_from_slice(out);
-                dst[first..size].copy_from_slice(spare);
+                let mut o = 0;
+                for p in &pieces[..count] {
+                    dst[o..o + p.packets.len()].copy_from_slice(&p.packets);
+                    o += p.packets.len();
+                }
                 drop(w);
                 b
             }
         };
-        // kept for the next steps once a step has been split over two threads (a conversion's;
-        // its windows' last steps are often too short to split): on one thread (a merge's worker,
-        // whose heap keeps what it frees) the buffers freed here serve the next step's
-        // allocations, and kept beside them they raised its peak (+3-5 MiB)
-        self.keeps |= n >= par.max(2);
-        if self.keeps {
-            self.scratch = scratch;
+        // the pieces' buffers kept for the next steps once a step has been cut in pieces (a
+        // conversion's; its windows' last steps are often too short to cut): on one thread (a
+        // merge's worker, whose heap keeps what it frees) the buffers freed here serve the next
+        // step's allocations, and kept beside them they raised its peak (+3-5 MiB)
+        self.keeps |= two;
+        if !self.keeps {
+            pieces.iter_mut().for_each(Piece::release);
         }
+        self.pieces = pieces;
         if n > 0 {
             self.last = time[n - 1];
         }
         Ok((arr, size))
     }
-}
-
-/// Where [`Assembly::packets`] starts in a step: the time its first delta is from, and how many
-/// slice begins and instants (`js`, `ji`) and of those how many left to Python (`fs`, `fi`) came
-/// before it.
-#[derive(Default, Clone, Copy)]
-struct Start {
-    last: i64,
-    js: usize,
-    ji: usize,
-    fs: usize,
-    fi: usize,
 }
 
 /// A step's annotations of one table: the encoder's, back to back, each row's end, its flag (1:
@@ -434,9 +470,9 @@ impl<'a> Anns<'a> {
     }
 }
 
-/// A step's events and the columns their packets are made of, borrowed (the rest is the encoder's).
-struct Assembly<'a> {
-    enc: &'a EventEncoder,
+/// A step's events (their kind, time and row) and the columns of the rows, borrowed.
+#[derive(Clone, Copy)]
+struct StepCols<'a> {
     kind: &'a [i64],
     time: &'a [i64],
     index: &'a [i64],
@@ -448,53 +484,75 @@ struct Assembly<'a> {
     ic: &'a [i32],
     ct: &'a [i32],
     cb: &'a [u64],
+}
+
+impl<'a> StepCols<'a> {
+    /// The assembly of a piece's packets, given its annotations and those the Python encoder made
+    /// of its rows left to it.
+    fn assembly(self, enc: &'a EventEncoder, s: &'a Encoded, i: &'a Encoded, s_py: &'a [Vec<u8>],
+                i_py: &'a [Vec<u8>]) -> Assembly<'a> {
+        Assembly {
+            enc,
+            c: self,
+            s_ann: Anns { text: &s.0, ends: &s.1, flags: &s.2, python: s_py },
+            i_ann: Anns { text: &i.0, ends: &i.1, flags: &i.2, python: i_py },
+        }
+    }
+}
+
+/// A piece's events, the columns and annotations its packets are made of, borrowed (the rest is
+/// the encoder's).
+struct Assembly<'a> {
+    enc: &'a EventEncoder,
+    c: StepCols<'a>,
     s_ann: Anns<'a>,
     i_ann: Anns<'a>,
 }
 
 impl Assembly<'_> {
-    /// About the bytes of the packets of events `lo..hi`: their share of the annotations, and a
+    /// About the bytes of the packets of events `lo..hi` (the piece's): its annotations, and a
     /// packet's own fields.
     fn room(&self, lo: usize, hi: usize) -> usize {
-        let n = self.kind.len().max(1);
-        (self.s_ann.text.len() + self.i_ann.text.len()) / n * (hi - lo) + 48 * (hi - lo)
+        self.s_ann.text.len() + self.i_ann.text.len() + 48 * (hi - lo)
     }
 
-    /// The packets of events `lo..hi`, added to `out`.
-    fn packets(&self, lo: usize, hi: usize, at: Start, out: &mut Vec<u8>) -> Result<(), String> {
+    /// The packets of events `lo..hi` (the piece's), added to `out`; `last` is the time the
+    /// first one's delta is from.
+    fn packets(&self, lo: usize, hi: usize, mut last: i64, out: &mut Vec<u8>) -> Result<(), String> {
         let enc = self.enc;
         let [k_begin, k_end, k_instant, k_counter] = enc.codes;
         let (uuids, name_iids, cat_iids) = (&enc.uuids, &enc.name_iids, &enc.cat_iids);
         let (nn, nc, nt) = (name_iids.len(), cat_iids.len(), uuids.len());
-        let Start { mut last, mut js, mut ji, mut fs, mut fi } = at;
+        let StepCols { kind, time, index, st, sn, sc, it, inm, ic, ct, cb } = self.c;
+        let (mut js, mut ji, mut fs, mut fi) = (0, 0, 0, 0);
         out.reserve(self.room(lo, hi));
         for e in lo..hi {
-            let k = self.kind[e];
-            let t = self.time[e];
+            let k = kind[e];
+            let t = time[e];
             let delta = t.wrapping_sub(last) as u64;
             let ev = if k == k_end {
-                let r = idx(self.index[e], self.st.len(), "slice")?;
-                Ev { etype: TYPE_SLICE_END, uuid: uuids[idx(self.st[r] as i64, nt, "track")?], name: 0, cat: 0,
+                let r = idx(index[e], st.len(), "slice")?;
+                Ev { etype: TYPE_SLICE_END, uuid: uuids[idx(st[r] as i64, nt, "track")?], name: 0, cat: 0,
                      ann: &[], counter: None, fo: &[], fi: &[] }
             } else if k == k_begin {
-                let r = idx(self.index[e], self.st.len(), "slice")?;
+                let r = idx(index[e], st.len(), "slice")?;
                 let ann = self.s_ann.row(js, &mut fs);
                 js += 1;
-                Ev { etype: TYPE_SLICE_BEGIN, uuid: uuids[idx(self.st[r] as i64, nt, "track")?],
-                     name: name_iids[idx(self.sn[r] as i64, nn, "name")?],
-                     cat: cat_iids[idx(self.sc[r] as i64, nc, "category")?], ann, counter: None,
+                Ev { etype: TYPE_SLICE_BEGIN, uuid: uuids[idx(st[r] as i64, nt, "track")?],
+                     name: name_iids[idx(sn[r] as i64, nn, "name")?],
+                     cat: cat_iids[idx(sc[r] as i64, nc, "category")?], ann, counter: None,
                      fo: enc.fo.of(r), fi: enc.fi.of(r) }
             } else if k == k_instant {
-                let r = idx(self.index[e], self.it.len(), "instant")?;
+                let r = idx(index[e], it.len(), "instant")?;
                 let ann = self.i_ann.row(ji, &mut fi);
                 ji += 1;
-                Ev { etype: TYPE_INSTANT, uuid: uuids[idx(self.it[r] as i64, nt, "track")?],
-                     name: name_iids[idx(self.inm[r] as i64, nn, "name")?],
-                     cat: cat_iids[idx(self.ic[r] as i64, nc, "category")?], ann, counter: None, fo: &[], fi: &[] }
+                Ev { etype: TYPE_INSTANT, uuid: uuids[idx(it[r] as i64, nt, "track")?],
+                     name: name_iids[idx(inm[r] as i64, nn, "name")?],
+                     cat: cat_iids[idx(ic[r] as i64, nc, "category")?], ann, counter: None, fo: &[], fi: &[] }
             } else if k == k_counter {
-                let r = idx(self.index[e], self.ct.len(), "counter")?;
-                Ev { etype: TYPE_COUNTER, uuid: uuids[idx(self.ct[r] as i64, nt, "track")?], name: 0, cat: 0,
-                     ann: &[], counter: Some(self.cb[r]), fo: &[], fi: &[] }
+                let r = idx(index[e], ct.len(), "counter")?;
+                Ev { etype: TYPE_COUNTER, uuid: uuids[idx(ct[r] as i64, nt, "track")?], name: 0, cat: 0,
+                     ann: &[], counter: Some(cb[r]), fo: &[], fi: &[] }
             } else {
                 return Err(format!("run: unknown event kind {k}"));
             };
