@@ -8,10 +8,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use rayon::prelude::*;
-
 use super::args::{row_bytes, ArgsTable, Encoded, Pred};
-use super::{key_len, put_bytes, E_CAT, E_COUNTER, E_DOUBLE, E_FLOW, E_NAME, E_TFLOW, E_TRACK, E_TYPE, PARALLEL_ROWS,
+use super::{both, key_len, put_bytes, two_cores, E_CAT, E_COUNTER, E_DOUBLE, E_FLOW, E_NAME, E_TFLOW, E_TRACK, E_TYPE, PARALLEL_ROWS,
             PIECE_EVENTS, P_FLAGS, P_INTERNED, P_SEQ, P_TE, P_TS, S_IID, S_STR, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
             TYPE_SLICE_END, T_PACKET};
 use crate::nest::{column, same_length, Column};
@@ -326,7 +324,7 @@ impl EventEncoder {
         // the step in pieces, on two threads from `parallel_rows` events: each piece's args rows
         // encoded and, unless one was left to Python, its packets made, in one task
         let par = self.parallel_rows;
-        let two = n >= par.max(2) && rayon::current_num_threads() >= 2;
+        let two = n >= par.max(2) && two_cores();
         let each = self.piece_events;
         let count = if two { n.div_ceil(each) } else { 1 };
         let mut pieces = std::mem::take(&mut self.pieces);
@@ -359,7 +357,18 @@ impl EventEncoder {
         };
         py.detach(|| {
             if two {
-                pieces[..count].par_iter_mut().enumerate().try_for_each(|(k, p)| work(k, p))
+                // this thread and another take the pieces in turn, each the next one left
+                let queue = std::sync::Mutex::new(pieces[..count].iter_mut().enumerate());
+                let take = || -> Result<(), String> {
+                    loop {
+                        // (the lock is let go at the statement's end, before the piece's work)
+                        let next = queue.lock().map_err(|_| "run: a piece failed".to_string())?.next();
+                        let Some((k, p)) = next else { return Ok(()) };
+                        work(k, p)?;
+                    }
+                };
+                let (here, there) = both(take, take);
+                here.and(there)
             } else {
                 work(0, &mut pieces[0])
             }
