@@ -640,32 +640,18 @@ pub fn window_kernel(ts: &[i64], dur: &[i64], depth: &[i32], pos: &[i32], zend: 
     let mut keys: Vec<u128> = Vec::new();
     // the zero-length ends' rows by their tie (-pos), to read them back
     let mut zero: Vec<(i64, i32)> = Vec::new();
-    for b in 0..ts.len() {
-        if b_id[b] == k {
-            keys.push(key(ts[b], 2 * pos[b] as i64, b as i64));
-        }
-    }
-    for e in 0..ts.len() {
-        if e_id[e] == k {
-            let t = ts[e].wrapping_add(dur[e]);
-            keys.push(if dur[e] == 0 {
-                zero.push((-(pos[e] as i64), e as i32));
-                key(t, 2 * zend[e] as i64 + 1, -(pos[e] as i64))
-            } else {
-                key(t, -(depth[e] as i64) - 1, e as i64)
-            });
-        }
-    }
-    for (i, &t) in its.iter().enumerate() {
-        if i_id[i] == k {
-            keys.push(key(t, big + i as i64, 0));
-        }
-    }
-    for (c, &t) in cts.iter().enumerate() {
-        if c_id[c] == k {
-            keys.push(key(t, big + ni + c as i64, 0));
-        }
-    }
+    each_in(b_id, k, |b| keys.push(key(ts[b], 2 * pos[b] as i64, b as i64)));
+    each_in(e_id, k, |e| {
+        let t = ts[e].wrapping_add(dur[e]);
+        keys.push(if dur[e] == 0 {
+            zero.push((-(pos[e] as i64), e as i32));
+            key(t, 2 * zend[e] as i64 + 1, -(pos[e] as i64))
+        } else {
+            key(t, -(depth[e] as i64) - 1, e as i64)
+        });
+    });
+    each_in(i_id, k, |i| keys.push(key(its[i], big + i as i64, 0)));
+    each_in(c_id, k, |c| keys.push(key(cts[c], big + ni + c as i64, 0)));
     keys.sort_unstable();
     zero.sort_unstable();
     let [k_begin, k_end, k_instant, k_counter] = codes;
@@ -694,6 +680,22 @@ pub fn window_kernel(ts: &[i64], dur: &[i64], depth: &[i32], pos: &[i32], zend: 
         index.push(row as i32);
     }
     (time, kind, index)
+}
+
+/// `f(i)` for each `i` where `ids[i] == k`, in order.  A window's events are few among all (1M
+/// events: 21 windows) and lie close together (the rows come about in time order), so the ids are
+/// read 64 at a time and a block without one is passed over after one comparison of the 64 (which
+/// the compiler makes a few vector instructions): 1M events, all 21 windows, 25 -> 7-17 ms.
+fn each_in(ids: &[u16], k: u16, mut f: impl FnMut(usize)) {
+    for (c, block) in ids.chunks(64).enumerate() {
+        if block.iter().fold(false, |any, &x| any | (x == k)) {
+            for (j, &x) in block.iter().enumerate() {
+                if x == k {
+                    f(c * 64 + j);
+                }
+            }
+        }
+    }
 }
 
 type Window<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i8>>, Bound<'py, PyArray1<i32>>);
