@@ -9,9 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use super::args::{row_bytes, ArgsTable, Encoded, Pred};
-use super::{both, key_len, put_bytes, two_cores, E_CAT, E_COUNTER, E_DOUBLE, E_FLOW, E_NAME, E_TFLOW, E_TRACK, E_TYPE, PARALLEL_ROWS,
-            PIECE_EVENTS, P_FLAGS, P_INTERNED, P_SEQ, P_TE, P_TS, S_IID, S_STR, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
-            TYPE_SLICE_END, T_PACKET};
+use super::{both, key_len, put_bytes, two_cores, E_CAT, E_COUNTER, E_DOUBLE, E_FLOW, E_NAME, E_TFLOW, E_TRACK,
+            E_TYPE, PARALLEL_ROWS, PIECE_EVENTS, P_FLAGS, P_INTERNED, P_SEQ, P_TE, P_TS, S_IID, S_STR, TYPE_COUNTER,
+            TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END, T_PACKET};
 use crate::nest::{column, same_length, Column};
 
 fn arr<'py, T: numpy::Element>(py: Python<'py>, a: &Py<PyArray1<T>>) -> PyResult<PyReadonlyArray1<'py, T>> {
@@ -348,7 +348,7 @@ impl EventEncoder {
             args.encode(sd, so, &p.rows_s, &mut p.pred_s, &mut p.s)?;
             args.encode(id, io, &p.rows_i, &mut p.pred_i, &mut p.i)?;
             p.packets.clear();
-            p.done = !p.s.2.contains(&1) && !p.i.2.contains(&1);
+            p.done = p.s.2.iter().chain(&p.i.2).all(|&f| f == 0);
             if p.done {
                 let no: &[Vec<u8>] = &[];
                 cols.assembly(&*self, &p.s, &p.i, no, no).packets(lo, hi, at(k), &mut p.packets)?;
@@ -413,7 +413,7 @@ impl EventEncoder {
         // without a buffer, into a new one
         let size: usize = pieces[..count].iter().map(|p| p.packets.len()).sum();
         let arr = match buf {
-            None if count == 1 && !two => std::mem::take(&mut pieces[0].packets).into_pyarray(py),
+            None if count == 1 => std::mem::take(&mut pieces[0].packets).into_pyarray(py),
             None => {
                 let mut all = Vec::with_capacity(size);
                 for p in &pieces[..count] {
