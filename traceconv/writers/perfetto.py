@@ -114,8 +114,8 @@ _NEVER = 1 << 62           # parallel_rows that keep the compiled core on the ca
 _STEP = 1 << 15           # events encoded per step (their annotations exist for that step only)
 _WINDOW = 1 << 16         # events per window of the sorted stream (layout.event_windows)
 _CACHE = 200_000          # Python-encoded arg values remembered (the cache starts over when full)
-PARALLEL_ROWS = 8192      # a step's args rows are split between two threads from this many
-PIECE_EVENTS = 4096       # ... the step in pieces of this many events, taken in turn by the two threads
+PARALLEL_ROWS = 8192      # pass 1's rows of a call, a step's events, go on two threads from this many
+PIECE_EVENTS = 4096       # ... a step in pieces of this many events, taken in turn by the two threads
 INTERN_STRINGS = True     # repeated string values as DebugAnnotation.string_value_iid
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 

@@ -190,9 +190,10 @@ const MAX_KEYS: usize = 1024;
 /// Pass 1 runs on two threads from this many rows in a call, and a step of pass 2 from this many
 /// events.
 pub const PARALLEL_ROWS: usize = 8192;
-/// On two threads a step of pass 2 is cut into pieces of this many events, which the threads take
-/// in turn as each finishes one (rayon), so that neither waits for the other at the step's end for
-/// longer than a piece takes; each piece's args rows are encoded and its packets made by one task.
+/// On two threads a step of pass 2 is cut into pieces of this many events, which the calling thread
+/// and one more ([`both`]) take in turn as each finishes one, so that neither waits for the other at
+/// the step's end for longer than a piece takes; each piece's args rows are encoded and its packets
+/// made by one task.
 pub const PIECE_EVENTS: usize = 4096;
 
 /// Whether this machine has a second core for the encoder's two threads.
