@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 import perfetto_oracle as tp
 import traceconv
@@ -262,6 +263,47 @@ def test_domain_leaves_a_trace_within_it_alone():
     t.add_slice(t.threads[0].track, 1_700_000_000_000_000_000, 5, "now")
     enforce_time_domain(t)
     assert list(t.slices.ts) == [1_700_000_000_000_000_000] and not t.diagnostics
+
+
+_edge = st.sampled_from([-1, 0, 1, MAX_DUR_NS, MAX_DUR_NS + 1, MAX_TIME_NS - 1, MAX_TIME_NS, MAX_TIME_NS + 1,
+                         -(2**63), 2**63 - 1])
+_time_or_dur = st.one_of(st.integers(0, 10**6), _edge, st.integers(-(2**63), 2**63 - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(slices=st.lists(st.tuples(_time_or_dur, _time_or_dur), max_size=6),
+       instants=st.lists(_time_or_dur, max_size=3),
+       counters=st.lists(st.tuples(_time_or_dur, st.sampled_from([1.5, math.nan, math.inf])), max_size=3))
+def test_domain_checked_at_once_changes_what_the_masks_change(slices, instants, counters):
+    """enforce_time_domain first asks, by a few reductions per table, whether every time, duration
+    and end is in the domain, and skips the masks when so: the same trace and warnings as the masks
+    alone, whatever the times (in, at and past each bound)."""
+    from unittest import mock
+
+    import traceconv.model.trace as model_trace
+
+    def make() -> Trace:
+        t = _trace(Clock.UNIX)
+        tr = t.threads[0].track
+        for ts, dur in slices:
+            t.add_slice(tr, ts, dur, "s")
+        for ts in instants:
+            t.add_instant(tr, ts, "i")
+        ctr = t.track(traceconv.model.TrackKind.COUNTER, "c", t.processes[0]).id
+        for ts, v in counters:
+            t.add_counter(ctr, ts, v)
+        return t
+
+    def state(t: Trace) -> tuple:
+        return (list(t.slices.ts), list(t.slices.dur), list(t.instants.ts), list(t.counters.ts),
+                [v if v == v else "nan" for v in t.counters.value],
+                sorted((w.code.value, w.message, w.count) for w in t.diagnostics.warnings))
+
+    checked, masked = make(), make()
+    enforce_time_domain(checked)
+    with mock.patch.object(model_trace, "_in_domain", lambda *a: False):
+        enforce_time_domain(masked)
+    assert state(checked) == state(masked)
 
 
 def test_strict_args():

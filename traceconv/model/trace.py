@@ -658,8 +658,9 @@ def enforce_time_domain(trace: Trace) -> None:
                     a[ok] += shift
             d.warn(WarningCode.NOTE, f"times were moved {shift} ns later so that none is negative "
                    "(the source's clock has no absolute zero)", 1)
-    # slices
-    if len(s):
+    # slices (first four reductions: a trace whose every start, duration and end is in the domain,
+    # as most are, needs none of the masks below, ~20 ms at 630k slices)
+    if len(s) and not _in_domain(np.frombuffer(s.ts, np.int64), np.frombuffer(s.dur, np.int64)):
         ts = np.frombuffer(s.ts, np.int64)
         bad = (ts < 0) | (ts > MAX_TIME_NS)
         dur = np.frombuffer(s.dur, np.int64)
@@ -683,7 +684,7 @@ def enforce_time_domain(trace: Trace) -> None:
             _drop_slices(trace, np.flatnonzero(~bad))
             d.warn(WarningCode.DROPPED_EVENT, f"slices starting outside 0..{MAX_TIME_NS} ns (the time "
                    "domain) were dropped", int(bad.sum()))
-    if len(ins):
+    if len(ins) and not _in_domain(np.frombuffer(ins.ts, np.int64)):
         ts = np.frombuffer(ins.ts, np.int64)
         bad = (ts < 0) | (ts > MAX_TIME_NS)
         if bad.any():
@@ -695,7 +696,8 @@ def enforce_time_domain(trace: Trace) -> None:
             trace.instants = new
             d.warn(WarningCode.DROPPED_EVENT, f"instants outside 0..{MAX_TIME_NS} ns (the time domain) "
                    "were dropped", int(bad.sum()))
-    if len(cnt):
+    if len(cnt) and not (_in_domain(np.frombuffer(cnt.ts, np.int64))
+                         and np.isfinite(np.frombuffer(cnt.value, np.float64)).all()):
         ts = np.frombuffer(cnt.ts, np.int64)
         val = np.frombuffer(cnt.value, np.float64)
         bad_t = (ts < 0) | (ts > MAX_TIME_NS)
@@ -712,6 +714,17 @@ def enforce_time_domain(trace: Trace) -> None:
             if bad_v.any():
                 d.warn(WarningCode.DROPPED_EVENT, "counter samples whose value is not a finite number "
                        "(NaN, Infinity, beyond a double) were dropped", int(bad_v.sum()))
+
+
+def _in_domain(ts: "Any", dur: "Any | None" = None) -> bool:
+    """Whether every time ``ts`` (int64 array, not empty) lies in the domain, and with ``dur`` every
+    duration is in ``0..MAX_DUR_NS`` and every end too (then :func:`enforce_time_domain` changes
+    nothing)."""
+    lo, hi = int(ts.min()), int(ts.max())
+    if dur is None:
+        return lo >= 0 and hi <= MAX_TIME_NS
+    d_lo, d_hi = int(dur.min()), int(dur.max())
+    return lo >= 0 and d_lo >= 0 and d_hi <= MAX_DUR_NS and hi + d_hi <= MAX_TIME_NS
 
 
 def _take_col(src: array, dst: array, keep: "Any") -> None:
