@@ -659,7 +659,7 @@ def enforce_time_domain(trace: Trace) -> None:
             d.warn(WarningCode.NOTE, f"times were moved {shift} ns later so that none is negative "
                    "(the source's clock has no absolute zero)", 1)
     # slices (first four reductions: a trace whose every start, duration and end is in the domain,
-    # as most are, needs none of the masks below, ~20 ms at 630k slices)
+    # as most are, needs none of the masks below: 13.6 -> 1.1 ms for the 1M trace's 630k slices)
     if len(s) and not _in_domain(np.frombuffer(s.ts, np.int64), np.frombuffer(s.dur, np.int64)):
         ts = np.frombuffer(s.ts, np.int64)
         bad = (ts < 0) | (ts > MAX_TIME_NS)
