@@ -257,7 +257,7 @@ def kernel_and_reference(texts: list[bytes], intern_all: bool):
     strings = {int(iids[j]): bytes(vdata[voff[j]:voff[j + 1]]) for j in range(len(iids))}
     assert len(strings) == (len(count) if intern_all else 0)
     out, out_off, flags = table.encode_args(data, off, np.arange(len(texts), dtype=np.int64),
-                                            parallel_rows=2 if intern_all else 1 << 40)
+                                            piece_rows=2 if intern_all else 1 << 40)
     python = pw.PythonArgs({b: i for i, b in names.items()})
     result = []
     for j, t in enumerate(texts):
@@ -337,11 +337,12 @@ def test_predicted_rows_are_the_bytes_of_the_full_read(data):
     if data.draw(st.booleans()):
         for t in tables:
             t.set_value_iids(np.arange(1, len(count) + 1))
-    # pass 2: each row's bytes and flag those of the full read
+    # pass 2: each row's bytes and flag those of the full read, also with the rows in pieces of 2
+    # and 1, each with predictions of its own (as the writer's pieces have)
     rows = np.arange(len(picks), dtype=np.int64)
     want = full.encode_args(arr, off, rows)
-    for parallel_rows in (1 << 40, 2):
-        got = table.encode_args(arr, off, rows, parallel_rows=parallel_rows)
+    for piece_rows in (1 << 40, 2, 1):
+        got = table.encode_args(arr, off, rows, piece_rows=piece_rows)
         for x, y in zip(got, want):
             assert np.array_equal(x, y), [texts[r] for r in picks.tolist()]
 
@@ -388,7 +389,7 @@ def test_a_value_that_differs_in_one_byte_is_read_again():
         table = enc.ArgsTable(True, predict)
         table.collect(arr, off, 1 << 40)
         table.set_value_iids(np.zeros(len(table.value_stats()[0]), np.int64))
-        got.append((table, table.encode_args(arr, off, rows, parallel_rows=1 << 40)))
+        got.append((table, table.encode_args(arr, off, rows)))
     (table, enc_p), (full, enc_f) = got
     assert table.predicted_rows > 0
     for what in ("keys", "value_stats"):

@@ -443,29 +443,6 @@ impl ArgsTable {
         -> Result<(), String> {
         encode_rows(&self.t, pred, data, off, rows, into)
     }
-
-    /// Pass 2 over `rows` ([`encode_rows`]), in two halves on two threads (rayon) when there are
-    /// enough rows (the second half's into `spare`, then appended); the same bytes.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn encode_step(&self, data: &[u8], off: &[i64], rows: &[i64], parallel_rows: usize,
-                              preds: &mut [Pred; 2], into: &mut Encoded, spare: &mut Encoded) -> Result<(), String> {
-        let t = &self.t;
-        let [p0, p1] = preds;
-        if rows.len() < parallel_rows.max(2) || rayon::current_num_threads() < 2 {
-            return encode_rows(t, p0, data, off, rows, into);
-        }
-        let (a, b) = rows.split_at(rows.len() / 2);
-        let (ra, rb) = rayon::join(|| encode_rows(t, p0, data, off, a, into),
-                                   || encode_rows(t, p1, data, off, b, spare));
-        ra?;
-        rb?;
-        let (out, ends, flags) = into;
-        let base = out.len() as i64;
-        out.extend_from_slice(&spare.0);
-        ends.extend(spare.1.iter().map(|e| e + base));
-        flags.extend_from_slice(&spare.2);
-        Ok(())
-    }
 }
 
 /// The second half's table, and where its entries are in the main table.
@@ -597,23 +574,32 @@ impl ArgsTable {
         packed(py, iids, &items)
     }
 
-    /// encode_args(data, off, rows, parallel_rows=8192) -> (bytes uint8, offsets int64, flags uint8):
+    /// encode_args(data, off, rows, piece_rows=2**62) -> (bytes uint8, offsets int64, flags uint8):
     /// the annotations of row `rows[j]` are `bytes[offsets[j]:offsets[j + 1]]`, empty with
-    /// `flags[j]` = 1 where the row is left to the Python encoder.
-    #[pyo3(signature = (data, off, rows, parallel_rows = PARALLEL_ROWS))]
+    /// `flags[j]` = 1 where the row is left to the Python encoder.  The rows are read in pieces of
+    /// `piece_rows`, each with predictions of its own, as the writer's pieces are: the same bytes.
+    #[pyo3(signature = (data, off, rows, piece_rows = 1 << 62))]
     fn encode_args<'py>(
         &self,
         py: Python<'py>,
         data: Column<'py, u8>,
         off: Column<'py, i64>,
         rows: Column<'py, i64>,
-        parallel_rows: usize,
+        piece_rows: usize,
     ) -> PyResult<EncodedArrays<'py>> {
         let (data, off, rows) = (column(&data), column(&off), column(&rows));
-        let (mut got, mut spare) = Default::default();
-        py.detach(|| self.encode_step(&data, &off, &rows, parallel_rows, &mut Default::default(), &mut got,
-                                      &mut spare))
-            .map_err(PyValueError::new_err)?;
+        let (mut got, mut piece): (Encoded, Encoded) = Default::default();
+        py.detach(|| {
+            for part in rows.chunks(piece_rows.max(1)) {
+                self.encode(&data, &off, part, &mut Pred::default(), &mut piece)?;
+                let base = got.0.len() as i64;
+                got.0.extend_from_slice(&piece.0);
+                got.1.extend(piece.1.iter().map(|e| e + base));
+                got.2.extend_from_slice(&piece.2);
+            }
+            Ok::<_, String>(())
+        })
+        .map_err(PyValueError::new_err)?;
         let (out, ends, flags) = got;
         Ok((out.into_pyarray(py), offsets(&ends).into_pyarray(py), flags.into_pyarray(py)))
     }

@@ -25,8 +25,9 @@
 //!   anything not JSON, a row that is not an object), nesting 60 deep or more, and `-0` (serde_json
 //!   reads it as the double -0.0, orjson as the integer 0).
 //! * **Packets** (`packets.rs`).  [`EventEncoder::run`] writes the `TracePacket`s of a step of the
-//!   writer's event stream: its args on two threads (rayon) once the step has enough rows, then the
-//!   packets. The GIL is released while it works; its buffers are kept from step to step.  The
+//!   writer's event stream: with two cores and enough events, in pieces that this thread and one
+//!   more take in turn, each piece's args and then its packets. The GIL is released while it
+//!   works; its pieces' buffers and predictions are kept from step to step.  The
 //!   interned data's packets too (`interned_packets`).
 //! * **The screen** (`screen.rs`): which args rows the Chrome JSON writer cannot copy as they are.
 
