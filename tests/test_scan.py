@@ -418,6 +418,80 @@ def test_cap_gives_full_and_the_position_to_go_on_from():
     assert status == S.END and cols["ts"].tolist() == [3000] and pos == len(text)
 
 
+# ---------------------------------------------------------------- the pool's threads
+
+def scans_of_a_block(text: bytes, pos: int, cap: int, strings, after: bool) -> tuple:
+    """A block's scan as the stream made it with Python's threads: ``scan`` called until it stops
+    short of ``cap``: (the table's size before, [(columns, rows, new strings)], pos, status, after)."""
+    before, got = len(strings), []
+    while True:
+        cols, pos, status, new = S.scan(text, pos, cap, strings, after)
+        got.append((cols, len(cols["flags"]), new))
+        after = after or len(cols["flags"]) > 0
+        if status != S.FULL:
+            return before, got, pos, status, after
+
+
+def assert_same_scan(got: tuple, want: tuple) -> None:
+    assert got[0] == want[0] and got[2:] == want[2:]
+    assert len(got[1]) == len(want[1])
+    for (c, n, new), (wc, wn, wnew) in zip(got[1], want[1]):
+        assert n == wn and new == wnew and c.keys() == wc.keys()
+        for k in wc:
+            assert c[k].dtype == wc[k].dtype and c[k].tolist() == wc[k].tolist(), k
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events(), st.integers(1, 4), st.integers(0, 3), st.booleans())
+def test_a_pool_scans_a_block_as_scan_calls_do(evs_ws, cap, skip, seen):
+    """Pool.submit scans a block to its end on the pool's threads, Pool.scan on the caller's:
+    both give what ``scan`` called batch after batch gives, from the array's start or from an
+    event on (``after``), into tables already holding strings or not."""
+    evs, ws = evs_ws
+    texts = [Obj(m).render(ws) for m in evs]
+    text = (ws + ("," + ws).join(texts) + ws + "]").encode()
+    pos = 0
+    after = False
+    if skip and len(texts) > 1:         # from the comma after the first event on
+        pos, after = len((ws + texts[0]).encode()), True
+    pool = S.Pool(2)
+    try:
+        tables = [S.Strings() for _ in range(4)]
+        if seen:
+            for t in tables:
+                S.scan(b'{"name":"x","cat":"y"}]', 0, 10, t)
+        want_table = S.Strings()
+        if seen:
+            S.scan(b'{"name":"x","cat":"y"}]', 0, 10, want_table)
+        want = scans_of_a_block(text, pos, cap, want_table, after)
+        jobs = [pool.submit(text, pos, cap, t, after) for t in tables[:3]]
+        for job in reversed(jobs):      # (taken in any order)
+            assert_same_scan(job.result(), want)
+        assert_same_scan(pool.scan(text, pos, cap, tables[3], after), want)
+        assert [tables[0].get(i) for i in range(len(tables[0]))] == \
+            [want_table.get(i) for i in range(len(want_table))]
+    finally:
+        pool.close()
+
+
+def test_a_pool_stopped_or_closed():
+    """After stop() a block's scan ends before its first batch with BAD (the stream's close); a
+    result is handed over once; a closed pool takes no more blocks."""
+    text = b'{"ts":1},{"ts":2},{"ts":3}]'
+    pool = S.Pool(1)
+    job = pool.submit(text, 0, 2, S.Strings(), False)
+    before, got, pos, status, after = job.result()
+    assert status == S.END and [n for _, n, _ in got] == [2, 1] and pos == len(text) and after
+    with pytest.raises(ValueError, match="handed over already"):
+        job.result()
+    pool.stop()
+    assert pool.submit(text, 0, 2, S.Strings(), False).result() == (0, [], 0, S.BAD, False)
+    assert pool.scan(text, 0, 2, S.Strings(), False)[1:] == ([], 0, S.BAD, False)
+    pool.close()
+    with pytest.raises(ValueError, match="closed"):
+        pool.submit(text, 0, 2, S.Strings(), False)
+
+
 @pytest.mark.parametrize("text", [b'{"a":1,}]', b'{"a" 1}]', b'{"a":01}]', b'[1]', b'{"a":"\x01"}]',
                                   b'{"a":tru}]', b'{"a":"\\q"}]', b'x', b'{"a":1}x', b'{"a":"\xff"}]'])
 def test_text_that_is_not_json_stops_the_scan(text):

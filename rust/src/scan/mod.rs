@@ -969,10 +969,12 @@ fn scan<'py>(
 }
 
 mod memory;
+mod pool;
 mod rows;
 mod text;
 
 use memory::memory_values;
+use pool::{Job, Pool};
 use rows::{split, Counters, Pairs};
 use text::{deep_spans, is_utf8, skip_ws, value_end};
 
@@ -981,6 +983,8 @@ pub fn register(core: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Strings>()?;
     m.add_class::<Pairs>()?;
     m.add_class::<Counters>()?;
+    m.add_class::<Pool>()?;
+    m.add_class::<Job>()?;
     m.add_function(wrap_pyfunction!(scan, &m)?)?;
     m.add_function(wrap_pyfunction!(split, &m)?)?;
     m.add_function(wrap_pyfunction!(memory_values, &m)?)?;

@@ -12,7 +12,6 @@ import queue
 import re
 import threading
 import types
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 import msgspec
@@ -259,31 +258,37 @@ class BlockScanner(_Feeder):
         self.depth = SCAN_DEPTH if scanners > 1 else SCAN_DEPTH_ONE
         self.tables = [strings] + [SCAN.Strings() for _ in range(self.depth)]
         self.seams = self.depth                     # the seams' table
-        super().__init__(self._produce, (blocks, scanners), "traceconv-scan", 1)
+        # the scanning threads: the compiled core's own, which scan a block from its start to its
+        # end without the GIL (Python's took it back after every scan and for every block, and
+        # waited ~70 ms each for it in the 1M trace's load; docs/design.md, "Thirty-fifth day")
+        self._pool = SCAN.Pool(scanners)
+        super().__init__(self._produce, (blocks,), "traceconv-scan", 1)
 
     def get(self) -> tuple:
         """The next item (see above)."""
         return self._q.get()
 
+    def close(self) -> None:
+        self._pool.stop()                           # (the scans running end before their next batch)
+        super().close()
+
+    @staticmethod
+    def _batches(scanned: tuple) -> tuple[int, list, int, int, bool]:
+        """A block's scan as the pool hands it over, its batches' columns as :data:`Rows`."""
+        before, got, pos, status, after = scanned
+        return before, [(Rows(**cols), n, new) for cols, n, new in got], pos, status, after
+
     def _scan_block(self, buf: bytes, pos: int, table: int,
                     after: bool) -> tuple[int, list, int, int, bool]:
         """The batches of ``buf``'s events from ``pos`` (``after`` an event or not) to its end (or
-        the array's end, or bad text), where the scan stopped and why, the table's size before it,
-        and whether where it stopped is after an event."""
-        strings = self.tables[table]
-        before = len(strings)
-        out = []
-        while not self._stop.is_set():
-            cols, n, pos, status, new = _scan(buf, pos, SCAN_ROWS, strings, after)
-            out.append((cols, n, new))
-            after = after or n > 0
-            if status != SCAN.FULL:
-                return before, out, pos, status, after
-        return before, out, pos, SCAN.BAD, after
+        the array's end, or bad text; BAD too once the scanner is closed), where the scan stopped
+        and why, the table's size before it, and whether where it stopped is after an event: on
+        this thread (the pool's threads scan the blocks ahead: :meth:`_produce`)."""
+        return self._batches(self._pool.scan(buf, pos, SCAN_ROWS, self.tables[table], after))
 
-    def _produce(self, stream: Iterator[bytes], scanners: int) -> None:
+    def _produce(self, stream: Iterator[bytes]) -> None:
         put, stop, tables, depth, seams = self._put, self._stop, self.tables, self.depth, self.seams
-        pool = ThreadPoolExecutor(scanners, thread_name_prefix="traceconv-scan")
+        pool = self._pool
         try:
             blocks_in = iter(stream)
             ahead: dict[int, tuple[bytes, int | None, Any]] = {}
@@ -294,7 +299,7 @@ class BlockScanner(_Feeder):
                     buf = bytes(block)
                     guess = 0 if k == 0 else _guess_start(buf)
                     # (a guessed start is a `{` whose comma is behind it)
-                    ahead[k] = (buf, guess, pool.submit(self._scan_block, buf, guess, k % depth, False)
+                    ahead[k] = (buf, guess, pool.submit(buf, guess, SCAN_ROWS, tables[k % depth], False)
                                 if guess is not None else None)
 
             for j in range(depth - 1):
@@ -306,9 +311,9 @@ class BlockScanner(_Feeder):
             pending: list[list[str]] = [[] for _ in tables]     # strings not yet sent, per table
             k = 0
             while k in ahead:
-                buf, guess, future = ahead.pop(k)
+                buf, guess, job = ahead.pop(k)
                 table = k % depth
-                done = future.result() if future is not None else None
+                done = self._batches(job.result()) if job is not None else None
                 start(k + depth - 1)        # (a scanning thread is free)
                 if carry and k + 1 in ahead and len(carry) + held_bytes + len(buf) < 2 * len(carry):
                     # an event longer than a block: scanned again only once its text so far has
@@ -374,8 +379,8 @@ class BlockScanner(_Feeder):
         except BaseException as e:                       # handed to the converting thread
             put(("error", e))
         finally:
-            stop.set()                                   # (the scans still running stop early)
-            pool.shutdown(wait=True)
+            stop.set()
+            pool.close()                                 # (the scans still running stop early)
 
 
 def _find_events(head: bytes) -> tuple[dict[str, Any], bool, int] | None:
