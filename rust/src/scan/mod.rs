@@ -201,6 +201,30 @@ pub struct Cols {
     pub args_off: Vec<i64>,
 }
 
+impl Cols {
+    /// Give back the room reserved for rows and args that the scan did not fill: the columns
+    /// wait, a few blocks at a time, for the reader to take them (see `scan_str`'s reserves).
+    fn shrink_to_fit(&mut self) {
+        self.start.shrink_to_fit();
+        self.end.shrink_to_fit();
+        self.flags.shrink_to_fit();
+        self.ph.shrink_to_fit();
+        self.name.shrink_to_fit();
+        self.cat.shrink_to_fit();
+        self.ts.shrink_to_fit();
+        self.dur.shrink_to_fit();
+        self.pid.shrink_to_fit();
+        self.tid.shrink_to_fit();
+        self.id.shrink_to_fit();
+        self.s.shrink_to_fit();
+        self.bp.shrink_to_fit();
+        self.bind.shrink_to_fit();
+        self.flow.shrink_to_fit();
+        self.args.shrink_to_fit();
+        self.args_off.shrink_to_fit();
+    }
+}
+
 // ---------------------------------------------------------------- reading one event
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -816,6 +840,7 @@ pub fn scan_kernel(
         }
     };
     let (mut c, at, status) = scan_str(b, cap, table, c, after);
+    c.shrink_to_fit();
     // the rows' places, and where to go on, in `bytes` (the scan read `bytes[from..]`)
     if from > 0 {
         let shift = from as i64;
