@@ -223,26 +223,27 @@ def test_an_event_longer_than_many_blocks_is_scanned_in_linear_time(tmp_path, mo
 
 def test_a_merge_worker_scans_one_block_at_a_time(monkeypatch):
     """``load(..., threads=False)`` (what a merge's ranks are read with, the engine's workers
-    already keeping every core busy) scans with one thread, not two, and reads the same timeline,
-    warnings and metadata, blocks cut anywhere; a plain load keeps its two scanning threads."""
+    already keeping every core busy) scans with one thread, not two, at the priority of the
+    others, and reads the same timeline, warnings and metadata, blocks cut anywhere; a plain
+    load keeps its two scanning threads, below the converting thread's priority."""
     from traceconv.merging import ranks
 
-    pools: list[int] = []
+    pools: list[tuple[int, int]] = []
+    real_pool = stream.SCAN.Pool
 
-    class Counted(stream.ThreadPoolExecutor):
-        def __init__(self, workers, **kw):
-            pools.append(workers)
-            super().__init__(workers, **kw)
+    def counted(threads, nice=0):
+        pools.append((threads, nice))
+        return real_pool(threads, nice)
 
-    monkeypatch.setattr(stream, "ThreadPoolExecutor", Counted)
+    monkeypatch.setattr(stream.SCAN, "Pool", counted)
     path = FIX / "kineto" / "streams_memcpy_memset.pt.trace.json.gz"
     for chunk in (1 << 62, 1500, 7):
         both = read(path, chunk, monkeypatch)
-        assert pools == [2]
+        assert pools == [(2, stream.SCAN_NICE)] and stream.SCAN_NICE > 0
         pools.clear()
         one = ranks.load_rank(path, None, frozenset(), 0).trace
         nest(one)
-        assert pools == [1]
+        assert pools == [(1, 0)]
         pools.clear()
         assert_same_timeline(from_model(both), from_model(one))
         assert {(w.code, w.message, w.count) for w in both.diagnostics.warnings} == \

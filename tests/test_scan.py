@@ -12,6 +12,8 @@ text cut into random blocks, as the reader's producer thread feeds it.
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -490,6 +492,34 @@ def test_a_pool_stopped_or_closed():
     pool.close()
     with pytest.raises(ValueError, match="closed"):
         pool.submit(text, 0, 2, S.Strings(), False)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="threads' nice values are read from Linux's /proc")
+def test_a_pools_threads_run_nice_steps_below_their_maker():
+    """Pool(threads, nice): its threads (named traceconv-scan-N) run ``nice`` steps below the
+    thread that made the pool, and at its priority with nice 0."""
+    def scanning_threads() -> list[int]:
+        got = []
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+            if stat[stat.index("(") + 1:stat.rindex(")")].startswith("traceconv-scan"):
+                got.append(int(stat[stat.rindex(")") + 2:].split()[16]))     # field 19: nice
+        return got
+
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    for nice in (0, 7):
+        pool = S.Pool(2, nice)
+        try:
+            want = [min(base + nice, 19)] * 2
+            for _ in range(200):                # (each thread sets its own as it starts)
+                if scanning_threads() == want:
+                    break
+                time.sleep(0.005)
+            assert scanning_threads() == want
+        finally:
+            pool.close()
+        assert scanning_threads() == []
 
 
 @pytest.mark.parametrize("text", [b'{"a":1,}]', b'{"a" 1}]', b'{"a":01}]', b'[1]', b'{"a":"\x01"}]',

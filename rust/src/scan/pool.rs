@@ -143,8 +143,9 @@ struct Task {
 }
 
 /// `threads` threads of the core's own that scan the blocks given to them, in the order given
-/// (see the module's doc).  `stop()` makes the scans running or waiting end before their next
-/// batch, with `BAD`; `close()` stops them and waits for the threads.
+/// (see the module's doc), `nice` steps below the priority of the thread that made the pool (on
+/// Linux).  `stop()` makes the scans running or waiting end before their next batch, with `BAD`;
+/// `close()` stops them and waits for the threads.
 #[pyclass(frozen, module = "traceconv._core.scan")]
 pub struct Pool {
     send: Mutex<Option<Sender<Task>>>,
@@ -152,7 +153,25 @@ pub struct Pool {
     stop: Arc<AtomicBool>,
 }
 
-fn work(take: Arc<Mutex<Receiver<Task>>>, stop: Arc<AtomicBool>) {
+/// Lower the calling thread's scheduling priority by `nice` steps (Linux, where a thread has a
+/// nice value of its own; elsewhere it would be the whole process's, so nothing is done).
+fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    if nice > 0 {
+        // SAFETY: getpriority and setpriority read and set the calling thread's nice value (`who`
+        // 0 is the caller on Linux); they touch no memory of ours.  A failure (EACCES where the
+        // value cannot be set) leaves the priority as it was.
+        unsafe {
+            let now = libc::getpriority(libc::PRIO_PROCESS, 0);
+            libc::setpriority(libc::PRIO_PROCESS, 0, (now + nice).min(19));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
+fn work(take: Arc<Mutex<Receiver<Task>>>, stop: Arc<AtomicBool>, nice: i32) {
+    lower_priority(nice);
     loop {
         let task = match lock(&take).recv() {
             Ok(t) => t,
@@ -170,7 +189,8 @@ fn work(take: Arc<Mutex<Receiver<Task>>>, stop: Arc<AtomicBool>) {
 #[pymethods]
 impl Pool {
     #[new]
-    fn new(threads: usize) -> PyResult<Self> {
+    #[pyo3(signature = (threads, nice=0))]
+    fn new(threads: usize, nice: i32) -> PyResult<Self> {
         let (send, take) = channel::<Task>();
         let take = Arc::new(Mutex::new(take));
         let stop = Arc::new(AtomicBool::new(false));
@@ -179,7 +199,7 @@ impl Pool {
             let (take, stop) = (take.clone(), stop.clone());
             let h = std::thread::Builder::new()
                 .name(format!("traceconv-scan-{k}"))
-                .spawn(move || work(take, stop))
+                .spawn(move || work(take, stop, nice))
                 .map_err(|e| {
                     PyValueError::new_err(format!("cannot start a scanning thread: {e}"))
                 })?;

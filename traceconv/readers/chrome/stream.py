@@ -225,6 +225,7 @@ SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with th
 SCAN_DEPTH = 8              # blocks in flight in a streamed read: being scanned, or waiting to be handed over
 SCAN_DEPTH_ONE = 3          # ... where one thread scans them (a merge's worker)
 SCAN_THREADS = 2            # blocks scanned at once (1 for a source read with threads=False)
+SCAN_NICE = 10              # nice steps the two scanning threads run below the converting one (see BlockScanner)
 
 
 class BlockScanner(_Feeder):
@@ -260,8 +261,13 @@ class BlockScanner(_Feeder):
         self.seams = self.depth                     # the seams' table
         # the scanning threads: the compiled core's own, which scan a block from its start to its
         # end without the GIL (Python's took it back after every scan and for every block, and
-        # waited ~70 ms each for it in the 1M trace's load; docs/design.md, "Thirty-fifth day")
-        self._pool = SCAN.Pool(scanners)
+        # waited ~70 ms each for it in the 1M trace's load).  Two of them run SCAN_NICE steps
+        # below the converting thread: on the two cores the three share, the blocks ahead are
+        # scanned in the time the converting thread leaves, where at one priority it waited
+        # behind them for the next block as often as they waited for room ahead (the 1M
+        # conversion 0.972 -> 0.924 s; docs/design.md, "Thirty-fifth day").  One (a merge's
+        # worker, beside the other workers' threads) keeps the priority of the rest.
+        self._pool = SCAN.Pool(scanners, SCAN_NICE if scanners > 1 else 0)
         super().__init__(self._produce, (blocks,), "traceconv-scan", 1)
 
     def get(self) -> tuple:
