@@ -228,18 +228,19 @@ SCAN_THREADS = 2            # blocks scanned at once (1 for a source read with t
 SCAN_NICE = 10              # nice steps the two scanning threads run below the converting one (see BlockScanner)
 
 
-class BlockScanner(_Feeder):
+class BlockScanner:
     """The events of an event array's text, given as consecutive blocks, scanned into columns by
-    threads of their own while the caller converts the rows already scanned: the scanner and the
-    file's reading release the GIL, so they overlap on two cores.
+    threads of their own (the compiled core's: no GIL) while the caller converts the rows already
+    scanned.
 
     :meth:`get` hands over, in file order, ``("rows", batches)`` for each block: its batches (the
     event cut before it, then its own) as ``(text, columns, how many, strings the scan added to its
     table in id order, which table)``; at the array's end ``("end", the text after it)``; or
     ``("bad",)`` (not JSON), ``("truncated",)`` (the text ended first), ``("error", exception)``.
-    A block's batches are one item: every hand-over between the threads waits for the GIL, and one
-    per batch made both sides wait (the 1M load 0.75-0.85 -> 0.73-0.80 s; docs/design.md, "Eighth
-    day").
+    What joins the blocks (the seams below, the batches' columns handed over) runs in :meth:`get`,
+    on the caller's thread, since the scans need no GIL: a thread of its own only passed the GIL
+    back and forth with the converting one (the same time without it, the 1M load's peak 4 MB
+    lower; docs/design.md, "Thirty-fifth day").
 
     ``scanners`` blocks are scanned at once: block k + 1 from where an event seems to start in it
     (:func:`_guess_start`), beside block k.  Once block k is done, the event cut between the two
@@ -268,15 +269,16 @@ class BlockScanner(_Feeder):
         # conversion 0.972 -> 0.924 s; docs/design.md, "Thirty-fifth day").  One (a merge's
         # worker, beside the other workers' threads) keeps the priority of the rest.
         self._pool = SCAN.Pool(scanners, SCAN_NICE if scanners > 1 else 0)
-        super().__init__(self._produce, (blocks,), "traceconv-scan", 1)
+        self._items = self._produce(blocks)
 
     def get(self) -> tuple:
         """The next item (see above)."""
-        return self._q.get()
+        return next(self._items, ("truncated",))
 
     def close(self) -> None:
-        self._pool.stop()                           # (the scans running end before their next batch)
-        super().close()
+        """Stop the scans (those running end before their next batch) and let their blocks go."""
+        self._pool.stop()
+        self._items.close()
 
     @staticmethod
     def _batches(scanned: tuple) -> tuple[int, list, int, int, bool]:
@@ -292,8 +294,8 @@ class BlockScanner(_Feeder):
         this thread (the pool's threads scan the blocks ahead: :meth:`_produce`)."""
         return self._batches(self._pool.scan(buf, pos, SCAN_ROWS, self.tables[table], after))
 
-    def _produce(self, stream: Iterator[bytes]) -> None:
-        put, stop, tables, depth, seams = self._put, self._stop, self.tables, self.depth, self.seams
+    def _produce(self, stream: Iterator[bytes]) -> Iterator[tuple]:
+        tables, depth, seams = self.tables, self.depth, self.seams
         pool = self._pool
         try:
             blocks_in = iter(stream)
@@ -366,26 +368,25 @@ class BlockScanner(_Feeder):
                         rows.append((buf, cols, n, pending[table], table))
                         pending[table] = []
                 del got
-                if rows and not put(("rows", rows)):
-                    return
+                if rows:
+                    yield ("rows", rows)
                 del rows
-                if stop.is_set():
-                    return
                 if status == SCAN.BAD:
-                    put(("bad",))
+                    yield ("bad",)
                     return
                 if status == SCAN.END:
                     # the rest of the document after the array: this block's, and the next
                     # one's, already taken from the stream to be scanned beside it
-                    put(("end", buf[end:] + b"".join(ahead[j][0] for j in sorted(ahead))))
+                    yield ("end", buf[end:] + b"".join(ahead[j][0] for j in sorted(ahead)))
                     return
                 carry = buf[end:]
                 k += 1
-            put(("truncated",))
-        except BaseException as e:                       # handed to the converting thread
-            put(("error", e))
+            yield ("truncated",)
+        except GeneratorExit:                            # (closed: see finally)
+            raise
+        except BaseException as e:                       # handed over, raised by the caller
+            yield ("error", e)
         finally:
-            stop.set()
             pool.close()                                 # (the scans still running stop early)
 
 
