@@ -276,9 +276,11 @@ class BlockScanner:
         return next(self._items, ("truncated",))
 
     def close(self) -> None:
-        """Stop the scans (those running end before their next batch) and let their blocks go."""
+        """Stop the scans (those running end before their next batch), let their blocks go and
+        wait for the scanning threads."""
         self._pool.stop()
         self._items.close()
+        self._pool.close()                          # (again, if the stream ran: a no-op then)
 
     @staticmethod
     def _batches(scanned: tuple) -> tuple[int, list, int, int, bool]:
