@@ -6,7 +6,7 @@ escapes, number tokens as text, literals, arrays, objects), renders them with ra
 and computes the row each event must give -- which fields, which flags, SLOW or not, the ns of
 ``ts``/``dur``, the args object without whitespace, the order names and categories are interned
 in -- and whether the text must stop the scan (nesting deeper than 63).  The scanner is fed the
-text cut into random blocks, as the reader's producer thread feeds it.
+text cut into random blocks, as the reader's block stream feeds it.
 """
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ def expected_row(members, table: list[str]):
 
 
 def scan_in_blocks(text: bytes, cuts: list[int]):
-    """Feed ``text`` to the scanner in blocks ending at ``cuts``, as the reader's producer does:
+    """Feed ``text`` to the scanner in blocks ending at ``cuts``, as the reader's block stream does:
     (rows, strings in id order, last status)."""
     strings = S.Strings()
     rows: list[dict] = []
