@@ -236,6 +236,7 @@ def test_a_merge_worker_scans_one_block_at_a_time(monkeypatch):
         return real_pool(threads, nice)
 
     monkeypatch.setattr(stream.SCAN, "Pool", counted)
+    monkeypatch.setattr(stream, "cores_to_spare", lambda: True)
     path = FIX / "kineto" / "streams_memcpy_memset.pt.trace.json.gz"
     for chunk in (1 << 62, 1500, 7):
         both = read(path, chunk, monkeypatch)
@@ -249,6 +250,28 @@ def test_a_merge_worker_scans_one_block_at_a_time(monkeypatch):
         assert {(w.code, w.message, w.count) for w in both.diagnostics.warnings} == \
                {(w.code, w.message, w.count) for w in one.diagnostics.warnings}
         assert both.meta.as_dict() == one.meta.as_dict()
+
+
+def test_scanning_threads_keep_their_priority_beside_other_busy_tasks(monkeypatch):
+    """The two scanning threads run below the converting thread only when the machine has cores
+    to spare: no other task runnable now (``/proc/loadavg``'s running count is this process's
+    own) and the last minute's load average below the cores; else (beside busy processes, which
+    would starve them) at its priority, reading the same timeline."""
+    assert stream.spare("0.52 0.40 0.31 1/80 4242", 1, 2)
+    assert stream.spare("1.90 1.00 0.31 3/80 4242", 3, 2)
+    assert not stream.spare("0.52 0.40 0.31 3/80 4242", 1, 2)       # two other tasks want a core
+    assert not stream.spare("2.00 0.40 0.31 1/80 4242", 1, 2)       # the last minute was busy
+    pools: list[tuple[int, int]] = []
+    real_pool = stream.SCAN.Pool
+    monkeypatch.setattr(stream.SCAN, "Pool", lambda threads, nice=0: pools.append((threads, nice))
+                        or real_pool(threads, nice))
+    path = FIX / "kineto" / "streams_memcpy_memset.pt.trace.json.gz"
+    got = {}
+    for free in (True, False):
+        monkeypatch.setattr(stream, "cores_to_spare", lambda: free)
+        got[free] = from_model(read(path, 1500, monkeypatch))
+    assert pools == [(2, stream.SCAN_NICE), (2, 0)]
+    assert_same_timeline(got[True], got[False])
 
 
 def test_text_in_memory_that_starts_blank_is_scanned_in_blocks(monkeypatch):

@@ -8,6 +8,7 @@ and turns the columns into the model."""
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import threading
@@ -225,7 +226,33 @@ SEAM_BYTES = 1 << 16        # an event cut between two blocks is scanned with th
 SCAN_DEPTH = 8              # blocks in flight in a streamed read: being scanned, or waiting to be handed over
 SCAN_DEPTH_ONE = 3          # ... where one thread scans them (a merge's worker)
 SCAN_THREADS = 2            # blocks scanned at once (1 for a source read with threads=False)
-SCAN_NICE = 10              # nice steps the two scanning threads run below the converting one (see BlockScanner)
+SCAN_NICE = 10              # nice steps the two scanning threads run below the converting one, when the
+                            # machine has cores to spare (see BlockScanner)
+
+
+def cores_to_spare() -> bool:
+    """Whether the machine has cores to spare for this process (:func:`spare`, from Linux's
+    ``/proc/loadavg`` and this process's threads' states); False where the system does not say."""
+    try:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        with open("/proc/loadavg") as f:
+            load = f.read()
+        ours = 0
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+            ours += stat[stat.rindex(")") + 2] == "R"
+        return spare(load, ours, cores)
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def spare(loadavg: str, ours: int, cores: int) -> bool:
+    """Given ``/proc/loadavg``'s text, how many of this process's threads are running and its
+    cores: no other task wants a core now (the system's runnable tasks are ours) and the last
+    minute's load average stayed below the cores."""
+    load = loadavg.split()
+    return int(load[3].split("/")[0]) <= ours and float(load[0]) < cores
 
 
 class BlockScanner:
@@ -263,12 +290,15 @@ class BlockScanner:
         # the scanning threads: the compiled core's own, which scan a block from its start to its
         # end without the GIL (Python's took it back after every scan and for every block, and
         # waited ~70 ms each for it in the 1M trace's load).  Two of them run SCAN_NICE steps
-        # below the converting thread: on the two cores the three share, the blocks ahead are
-        # scanned in the time the converting thread leaves, where at one priority it waited
-        # behind them for the next block as often as they waited for room ahead (the 1M
-        # conversion 0.972 -> 0.924 s; docs/design.md, "Thirty-fifth day").  One (a merge's
-        # worker, beside the other workers' threads) keeps the priority of the rest.
-        self._pool = SCAN.Pool(scanners, SCAN_NICE if scanners > 1 else 0)
+        # below the converting thread when the machine has cores to spare: on the two cores the
+        # three share, the blocks ahead are then scanned in the time the converting thread
+        # leaves, where at one priority it waited behind them for the next block as often as
+        # they waited for room ahead (the 1M conversion 0.972 -> 0.924 s).  Beside other busy
+        # processes in the same scheduling group, a lower priority would starve them instead
+        # (1.5 -> 3.4 s beside two busy loops): there they keep the converting thread's, as one
+        # (a merge's worker, beside the other workers) always does (docs/design.md,
+        # "Thirty-fifth day").
+        self._pool = SCAN.Pool(scanners, SCAN_NICE if scanners > 1 and cores_to_spare() else 0)
         self._items = self._produce(blocks)
 
     def get(self) -> tuple:
