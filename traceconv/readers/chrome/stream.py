@@ -161,14 +161,16 @@ def _utf8_blocks(blocks: Iterator[bytes], bad: Callable[[int], None]) -> Iterato
         yield b
 
 
-class _Feeder:
-    """A thread of its own that hands items over through a queue of ``depth`` until it is done or
-    :meth:`close` stops it (a subclass sets what the thread needs before starting it here)."""
+class _Prefetch:
+    """Iterate ``it`` in a thread of its own, a few items ahead (a queue of ``depth``): the file's
+    reads and gunzip (which release the GIL) run beside the scanner and the conversion.
+    :meth:`close` stops the thread."""
 
-    def __init__(self, target: Callable[..., None], args: tuple, name: str, depth: int) -> None:
+    def __init__(self, it: Iterator[bytes], depth: int = 2) -> None:
+        self._done = False
         self._q: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._t = threading.Thread(target=self._run, args=(it,), name="traceconv-read", daemon=True)
         self._t.start()
 
     def _put(self, item: tuple) -> bool:
@@ -181,22 +183,6 @@ class _Feeder:
                 pass
         return False
 
-    def close(self) -> None:
-        """Stop the thread and wait for it; what it handed over and nobody took is freed now."""
-        self._stop.set()
-        self._t.join()
-        while not self._q.empty():
-            self._q.get_nowait()
-
-
-class _Prefetch(_Feeder):
-    """Iterate ``it`` in a thread of its own, a few items ahead: the file's reads and gunzip (which
-    release the GIL) run beside the scanner and the conversion."""
-
-    def __init__(self, it: Iterator[bytes], depth: int = 2) -> None:
-        self._done = False
-        super().__init__(self._run, (it,), "traceconv-read", depth)
-
     def _run(self, it: Iterator[bytes]) -> None:
         try:
             for x in it:
@@ -205,6 +191,13 @@ class _Prefetch(_Feeder):
             self._put(("end", None))
         except BaseException as e:        # raised again in the reading thread
             self._put(("error", e))
+
+    def close(self) -> None:
+        """Stop the thread and wait for it; what it handed over and nobody took is freed now."""
+        self._stop.set()
+        self._t.join()
+        while not self._q.empty():
+            self._q.get_nowait()
 
     def __iter__(self) -> "_Prefetch":
         return self
