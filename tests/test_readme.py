@@ -54,14 +54,15 @@ def test_every_dependency_is_explained():
         assert re.search(rf"^\| [^|]*\b{re.escape(name)}\b", table, re.M), f"README does not say why {name}"
 
 
-def test_the_bench_commands_are_the_bench_s_own():
-    spec = importlib.util.spec_from_file_location("bench", ROOT / "benchmarks" / "bench.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    lines = re.findall(r"^python benchmarks/bench\.py\b([^#\n]*)", README, re.M)
-    assert len(lines) >= 2
+@pytest.mark.parametrize("script, least", [("bench", 2), ("opening", 1)])
+def test_the_bench_commands_are_the_bench_s_own(script, least):
+    spec = importlib.util.spec_from_file_location(script, ROOT / "benchmarks" / f"{script}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    lines = re.findall(rf"^python benchmarks/{script}\.py\b([^#\n]*)", README, re.M)
+    assert len(lines) >= least
     for line in lines:
         try:
-            bench.parser().parse_args(shlex.split(line))
+            module.parser().parse_args(shlex.split(line))
         except SystemExit:
-            pytest.fail(f"README runs the bench with options it does not take: {line.strip()}")
+            pytest.fail(f"README runs benchmarks/{script}.py with options it does not take: {line.strip()}")
