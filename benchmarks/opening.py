@@ -12,8 +12,8 @@ duration trace_processor takes in whole microseconds only (``legacy_event.durati
 TrackEvent has no complete event in ns, so no faithful encoding of Kineto's sub-microsecond
 durations can use it).  Per row: the file, its slices and args rows in trace_processor (the same
 rows for each pair) and its time to open; then the parts: the events alone, the flows, and the
-args per row.  Needs ../shared/bin/trace_processor_shell.  The variants are made once per size,
-in benchmarks/data/opening_<size>/ (not in git).
+args per row.  Needs ../shared/bin/trace_processor_shell.  The JSON variants are made once per
+size, the .pftrace ones by each run, in benchmarks/data/opening_<size>/ (not in git).
 """
 
 from __future__ import annotations
@@ -60,20 +60,19 @@ def json_variants(src: Path, work: Path) -> dict[str, Path]:
 
 
 def pftrace_of(src: Path, work: Path) -> Path:
+    """``src`` converted by this traceconv (each run: the writer may have changed since the last)."""
+    import traceconv
+
     out = work / (src.stem + ".pftrace" if src.parent == work else "as_written.pftrace")
-    if not out.exists():
-        import traceconv
-        traceconv.convert(src, out)
+    traceconv.convert(src, out)
     return out
 
 
 def one_packet_per_slice(src: Path, out: Path | None = None) -> Path:
     """``src`` (a traceconv .pftrace) with each slice of a thread's track made one legacy phase-X
     packet instead of a begin and an end, its duration in whole µs, at absolute times; the rest as
-    it is (at ``out``, made once: by default beside ``src``)."""
+    it is (at ``out``: by default beside ``src``)."""
     out = out or src.with_name(src.stem + ".one_packet.pftrace")
-    if out.exists():
-        return out
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
 
     trace = Trace.FromString(src.read_bytes())
@@ -85,7 +84,7 @@ def one_packet_per_slice(src: Path, out: Path | None = None) -> Path:
     when: list[int | None] = []
     for p in trace.packet:
         seq = p.trusted_packet_sequence_id
-        if p.HasField("trace_packet_defaults"):
+        if p.HasField("trace_packet_defaults"):        # (with the sequence's clock snapshot)
             d = p.trace_packet_defaults
             default[seq] = d.track_event_defaults.track_uuid
             for c in p.clock_snapshot.clocks:
@@ -132,9 +131,8 @@ def one_packet_per_slice(src: Path, out: Path | None = None) -> Path:
     return out
 
 
-def counts(path: Path, work: Path) -> dict[str, int]:
-    query = work / "counts.sql"
-    query.write_text(COUNTS)
+def counts(path: Path, query: Path) -> dict[str, int]:
+    """trace_processor's slices, args rows, flows and error stats of ``path`` (``query``: COUNTS)."""
     r = subprocess.run([str(TRACE_PROCESSOR), "-q", str(query), str(path)], capture_output=True, text=True, check=True)
     head, row = r.stdout.strip().splitlines()[-2:]
     return dict(zip((h.strip('"') for h in head.split(",")), map(int, row.split(","))))
@@ -161,7 +159,9 @@ def main() -> None:
         files[f".pftrace, {label}"] = pftrace_of(path, work)
     files[f".pftrace, {WHOLE}, one packet a slice"] = one_packet_per_slice(files[f".pftrace, {WHOLE}"])
     times = open_times(files, a.repeat)
-    rows = {label: {**counts(path, work), **times[label], "bytes": os.path.getsize(path)}
+    query = work / "counts.sql"
+    query.write_text(COUNTS)
+    rows = {label: {**counts(path, query), **times[label], "bytes": os.path.getsize(path)}
             for label, path in files.items()}
     w = max(map(len, rows))
     print(f"{'file':<{w}}  {'MB':>6}  {'slices':>8}  {'args':>9}  {'problems':>8}  {'opens in':>8}  CPU")
