@@ -252,6 +252,31 @@ def test_a_merge_worker_scans_one_block_at_a_time(monkeypatch):
         assert both.meta.as_dict() == one.meta.as_dict()
 
 
+def test_an_error_reading_the_blocks_is_raised_by_get_after_the_blocks_before_it():
+    """The stream runs on the caller's thread: an error from the blocks' iterator (a gzip stream
+    broken late) comes out of ``get`` itself, once the rows of the blocks before the ones read
+    ahead (``SCAN_DEPTH``) are handed over."""
+    events = b",".join(b'{"ph":"X","name":"e%d","pid":1,"tid":1,"ts":%d,"dur":1}' % (i, i) for i in range(300))
+
+    def blocks():
+        for at in range(0, 10_000, 500):        # 20 blocks, then the error
+            yield events[at:at + 500]
+        raise OSError("broken gzip stream")
+
+    scanner = stream.BlockScanner(blocks(), stream.SCAN.Strings())
+    rows = 0
+    try:
+        with pytest.raises(OSError, match="broken gzip stream"):
+            while True:
+                item = scanner.get()
+                assert item[0] == "rows"
+                rows += sum(n for _, _, n, _, _ in item[1])
+        assert 0 < rows < 300                   # the whole events of the first blocks, then the error
+    finally:
+        scanner.close()
+    assert scanner.get() == ("truncated",)      # the stream is over, not started again
+
+
 def test_scanning_threads_keep_their_priority_beside_other_busy_tasks(monkeypatch):
     """The two scanning threads run below the converting thread only when the machine has cores
     to spare: no other task runnable now (``/proc/loadavg``'s running count is this process's

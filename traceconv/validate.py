@@ -527,8 +527,6 @@ def _scan_columns(f: BinaryIO, codes: set[WarningCode], block: int = 1 << 20) ->
                         del item                         # (its blocks' text, before the next)
                     elif item[0] == "end":
                         return cols.result()
-                    elif item[0] == "error":
-                        raise item[1]
                     else:
                         return None                      # not JSON, or truncated (the reader said so)
             finally:

@@ -294,8 +294,6 @@ class ReadPaths:
                 elif item[0] == "end":
                     self._tail = item[1]
                     break
-                elif item[0] == "error":
-                    raise item[1]
                 else:
                     raise _ChunkFailure           # not JSON, or truncated: the repairing path reads it
         finally:
