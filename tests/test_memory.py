@@ -80,3 +80,52 @@ def test_while_streaming_a_block_stays_for_the_next_and_a_column_leaves_no_hole(
     # freed, nothing of it stays resident (in the heap it would leave a 2 MB hole behind the pin)
     held, freed = _stream_held_freed(2 << 20)
     assert held >= 2000 and freed <= 200
+
+
+TOP_PROBE = """
+import os, sys
+from traceconv import memory
+memory._c().mallopt(memory.M_TRIM_THRESHOLD, 128 << 10)
+statm = os.open("/proc/self/statm", os.O_RDONLY)
+def rss():
+    return int(os.pread(statm, 200, 0).split()[1]) * 4096
+def held_freed(blocks, size):
+    base = rss()
+    held = [b"x" * size for _ in range(blocks)]     # malloc'd one after another, then written
+    top = rss()
+    del held                                        # the heap's top is free: kept, or given back
+    return (top - base) >> 20, (rss() - base) >> 20
+phase = sys.argv[1]
+if phase == "stream":
+    memory.stream_start(1 << 20)
+    print(*held_freed(8, 1 << 20))                  # eight 1 MB blocks of a stream
+    memory.stream_end()
+    print(*held_freed(8, 1 << 20))
+else:
+    with memory.writing():
+        print(*held_freed(1, 8 << 20))              # a writer's temporary of 8 MB (a column at 1M slices)
+    print(*held_freed(1, 12 << 20))                 # (more than the 8 MB still free at the heap's top)
+"""
+
+
+def _top_held_freed(phase: str) -> list[tuple[int, int]]:
+    out = subprocess.run([sys.executable, "-c", TOP_PROBE, phase], capture_output=True, text=True,
+                         check=True).stdout
+    return [tuple(map(int, line.split())) for line in out.splitlines()]
+
+
+def test_while_streaming_the_free_top_of_the_heap_stays_for_the_next_blocks():
+    # eight freed blocks at the heap's top stay (glibc's 128 KB trim threshold would give them back
+    # at once, for the next blocks to fault in again); once the stream is read, they go back
+    (held, freed), (held_after, freed_after) = _top_held_freed("stream")
+    assert held >= 7 and freed >= 7
+    assert held_after >= 7 and freed_after <= 1
+
+
+def test_while_writing_a_temporary_comes_from_the_heap_and_stays_for_the_next():
+    # an 8 MB array freed while writing stays for the writer's next one; afterwards a block that
+    # the heap's free top cannot hold is a mapping of its own (the mmap threshold at 1 MB), given
+    # back when freed
+    (held, freed), (held_after, freed_after) = _top_held_freed("write")
+    assert held >= 7 and freed >= 7
+    assert held_after >= 11 and freed_after <= 1

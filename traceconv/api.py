@@ -90,7 +90,8 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
     fmt = output_format(path, format)
     writer = fmt.load("writer")
     refuse_binary_terminal(path, is_binary(fmt))
-    with atomic_output(path, inputs=inputs, binary=is_binary(fmt)) as out:
+    with atomic_output(path, inputs=inputs, binary=is_binary(fmt)) as out, \
+            (memory.writing() if threads else contextlib.nullcontext()):
         writer(trace, out, threads=threads)
 
 

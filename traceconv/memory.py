@@ -11,17 +11,22 @@ batch's columns at a time, each freed before the next), the threshold is one and
 instead (:func:`stream_start`/:func:`stream_end`): the blocks then reuse the heap's space instead
 of being fresh mappings the system zeroes and unmaps each time (1M Kineto events: ~0.5 s of CPU
 less, system time halved), while the model's growing columns, past that size, stay mappings that
-grow in place and leave no holes in the heap.  A worker process of a merge's pool, which
-reads one rank after another, keeps what it freed instead (:func:`keep_freed`): the next rank
-reuses it.  A no-op where there is no glibc.
+grow in place and leave no holes in the heap.  Both while a file streams through and while a
+trace is written (:func:`writing`), the free top of a heap is kept up to 16 MB instead of glibc's
+128 KB, for the next blocks to reuse; the explicit trims (:func:`trim`) still give it back.  A
+worker process of a merge's pool, which reads one rank after another, keeps what it freed instead
+(:func:`keep_freed`): the next rank reuses it.  A no-op where there is no glibc.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+from typing import Iterator
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
+DEFAULT_TRIM_THRESHOLD = 128 << 10     # glibc's, once any threshold is set by hand
 _libc: "ctypes.CDLL | None | bool" = False      # False: not looked up yet; None: no C library
 
 
@@ -62,6 +67,16 @@ def _set_threshold(n: int) -> None:
         _mallopt(M_MMAP_THRESHOLD, n)
 
 
+def _set_trim(n: int) -> None:
+    if not _keep:
+        _mallopt(M_TRIM_THRESHOLD, n)
+
+
+STREAM_TRIM_THRESHOLD = 16 << 20   # the free top of a heap kept while a file streams through (stream_start)
+WRITE_MMAP_THRESHOLD = 16 << 20    # blocks up to this size come from the heap while a trace is written (writing)
+WRITE_TRIM_THRESHOLD = 16 << 20    # ... and the free top of a heap kept, up to this size
+
+
 _streaming = False
 
 
@@ -77,20 +92,47 @@ def stream_start(block: int) -> None:
     every 8 blocks to stay within its memory and spent 0.70-0.79 s; at 1.5 MB, trimmed every 32
     blocks, 0.65-0.67 s (CPU 1.11-1.21 -> 1.00-1.04 s, page faults 134-149k -> 82-91k), its
     peak no higher (116-120 against 117-128 MiB; docs/design.md, "Ninth day").
-    :func:`stream_end` sets the threshold back to 1 MB."""
+    The free top of each heap (the main one, and those of the scanning threads) is kept up to
+    :data:`STREAM_TRIM_THRESHOLD` (glibc gives back anything past 128 KB at each ``free``
+    otherwise, which the next blocks fault in again page by page): on the 1M conversion 74k -> 50k
+    page faults while reading, 0.52 -> 0.48 s, its peak 5 MB higher (docs/design.md,
+    "Thirty-seventh day"); the trims every few hundred batches still give it back.
+    :func:`stream_end` sets both thresholds back."""
     global _streaming
     _set_threshold(block + block // 2)         # (any mallopt also ends glibc's dynamic threshold)
+    _set_trim(STREAM_TRIM_THRESHOLD)
     _streaming = True
 
 
 def stream_end() -> None:
-    """The stream is read: the mmap threshold back to 1 MB and the heap's free space back to the
-    system (once; later calls do nothing)."""
+    """The stream is read: the mmap threshold back to 1 MB, the trim threshold to glibc's 128 KB,
+    and the heap's free space back to the system (once; later calls do nothing)."""
     global _streaming
     if _streaming:
         _streaming = False
         _set_threshold(MMAP_THRESHOLD)
+        _set_trim(DEFAULT_TRIM_THRESHOLD)
         trim()
+
+
+@contextlib.contextmanager
+def writing() -> Iterator[None]:
+    """While a trace is laid out and written (:func:`traceconv.api.save`): blocks up to
+    :data:`WRITE_MMAP_THRESHOLD` come from the heap and the free top of a heap is kept up to
+    :data:`WRITE_TRIM_THRESHOLD`, so that the writer's temporaries (NumPy's arrays of a few MB per
+    column while nesting and sorting the windows, the encoder's buffers) reuse the memory the last
+    ones freed instead of each being a mapping the system zeroes page by page and unmaps again.
+    The 1M conversion's save: 38k -> 17-24k page faults, system time 0.11 -> 0.03-0.08 s, its
+    peak no higher than the read's (docs/design.md, "Thirty-seventh day").  The writers' own
+    trims still give the heap's free space back between windows.  Afterwards both thresholds are
+    set back to 1 MB and 128 KB."""
+    _set_threshold(WRITE_MMAP_THRESHOLD)
+    _set_trim(WRITE_TRIM_THRESHOLD)
+    try:
+        yield
+    finally:
+        _set_threshold(MMAP_THRESHOLD)
+        _set_trim(DEFAULT_TRIM_THRESHOLD)
 
 
 def keep_freed() -> None:

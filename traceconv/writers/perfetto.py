@@ -512,23 +512,15 @@ def _default_uuid(uuids: list[int], s_track: np.ndarray, i_track: np.ndarray, c_
 
 def _ahead(first: Any, windows: Any, pool: ThreadPoolExecutor | None) -> Any:
     """The windows of the stream, ``first`` then the rest of ``windows``; with a second core, the next
-    one is sorted (on the pool's thread) while the caller encodes this one."""
+    one is sorted (on the pool's thread) while the caller encodes this one.  (What sorting and
+    encoding a window freed stays in the heap for the next one, :func:`traceconv.memory.writing`:
+    a trim after each window, which the next faulted in again page by page, cost the 1M save ~3 %
+    of its CPU for a peak no lower; docs/design.md, *Thirty-seventh day*.)"""
     window = first
     while window is not None:
-        upcoming = pool.submit(_next_window, windows) if pool is not None else None
+        upcoming = pool.submit(next, windows, None) if pool is not None else None
         yield window
-        window = upcoming.result() if upcoming is not None else _next_window(windows)
-
-
-def _next_window(windows: Any) -> Any:
-    """The next window of the stream, sorted; then what sorting it and encoding the windows before
-    freed, back to the system (most of it small blocks that stay in the heap: the writer's peak at
-    1M events 131-137 -> 123-129 MB, for 1-2 ms a window).  On the pool's thread, beside the
-    encoding: on the main thread the trims took 22-25 ms of the 1M save, while the encoder's
-    threads waited (docs/design.md, *Twenty-seventh day*)."""
-    window = next(windows, None)
-    memory.trim()
-    return window
+        window = upcoming.result() if upcoming is not None else next(windows, None)
 
 
 def _ranked_iids(s_ids: np.ndarray, i_ids: np.ndarray, n: int, zero_used: bool) -> tuple[np.ndarray, np.ndarray]:
