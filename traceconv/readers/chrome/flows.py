@@ -142,11 +142,15 @@ class FlowPoints:
         rank = np.empty(n_groups, np.int64)
         rank[ranked] = np.arange(n_groups)
         order = np.lexsort((seq, ts, rank[group]))
-        group, ts, seq, ph, track, bp_e = (a[order] for a in (rank[group], ts, seq, ph, track, bp_e))
-        moved = (ts, seq, ph, track, bp_e)
+        group, ph = rank[group][order], ph[order]
+        # (the points' times, positions and tracks only for binding them here: bound on the thread
+        # above, only the slice each is bound to follows the order)
         if early is not None:
             bound = early.result()[order]
-            moved += (bound,)
+            moved: tuple[np.ndarray, ...] = (ph, bound)
+        else:
+            ts, seq, track, bp_e = (a[order] for a in (ts, seq, track, bp_e))
+            moved = (ts, seq, ph, track, bp_e)
         g_name = g_name[ranked]
         del order, rank, ranked, first
         # one start and one end, the end earlier: host and device clocks disagree (MegEngine's
