@@ -123,9 +123,9 @@ def writing() -> Iterator[None]:
     column while nesting and sorting the windows, the encoder's buffers) reuse the memory the last
     ones freed instead of each being a mapping the system zeroes page by page and unmaps again.
     The 1M conversion's save: 38k -> 17-24k page faults, system time 0.11 -> 0.03-0.08 s, its
-    peak no higher than the read's (docs/design.md, "Thirty-seventh day").  The writers' own
-    trims still give the heap's free space back between windows.  Afterwards both thresholds are
-    set back to 1 MB and 128 KB."""
+    peak no higher than the read's (docs/design.md, "Thirty-seventh day").  The trims after
+    nesting and after the args' first pass still give the heap's free space back.  Afterwards
+    both thresholds are set back to 1 MB and 128 KB."""
     _set_threshold(WRITE_MMAP_THRESHOLD)
     _set_trim(WRITE_TRIM_THRESHOLD)
     try:

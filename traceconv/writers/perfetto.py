@@ -514,8 +514,8 @@ def _ahead(first: Any, windows: Any, pool: ThreadPoolExecutor | None) -> Any:
     """The windows of the stream, ``first`` then the rest of ``windows``; with a second core, the next
     one is sorted (on the pool's thread) while the caller encodes this one.  (What sorting and
     encoding a window freed stays in the heap for the next one, :func:`traceconv.memory.writing`:
-    a trim after each window, which the next faulted in again page by page, cost the 1M save ~3 %
-    of its CPU for a peak no lower; docs/design.md, *Thirty-seventh day*.)"""
+    a trim after each window, which the next faulted in again page by page, cost the 1M
+    conversion ~3 % of its CPU for a peak no lower; docs/design.md, *Thirty-seventh day*.)"""
     window = first
     while window is not None:
         upcoming = pool.submit(next, windows, None) if pool is not None else None

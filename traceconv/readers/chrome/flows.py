@@ -111,7 +111,7 @@ class FlowPoints:
             u = o[starts]
             del o, new, starts
         else:
-            group = first = u = np.zeros(0, np.int64)
+            group, first, u = (np.zeros(0, np.int64) for _ in range(3))
         # each flow's name: its category, else its name (string ids); flows only the general decoder
         # saw are matched to the scanner's by their key (category, name, id) as text
         g_name = np.where(cat[u] != 0, cat[u], name[u]).astype(np.int32)
