@@ -91,7 +91,8 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
     writer = fmt.load("writer")
     refuse_binary_terminal(path, is_binary(fmt))
     with atomic_output(path, inputs=inputs, binary=is_binary(fmt)) as out, \
-            (memory.writing() if threads else contextlib.nullcontext()):
+            (memory.writing(len(trace.slices) + len(trace.instants) + len(trace.counters))
+             if threads else contextlib.nullcontext()):
         writer(trace, out, threads=threads)
 
 

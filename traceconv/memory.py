@@ -1,4 +1,4 @@
-"""Give freed memory back to the system while big files are read.
+"""When freed memory goes back to the system, while big files are read and traces written.
 
 glibc's malloc serves a request of at least its *mmap threshold* from its own mapping, returned to
 the system on free.  The threshold is dynamic: after such a block is freed it rises to that block's
@@ -12,10 +12,11 @@ instead (:func:`stream_start`/:func:`stream_end`): the blocks then reuse the hea
 of being fresh mappings the system zeroes and unmaps each time (1M Kineto events: ~0.5 s of CPU
 less, system time halved), while the model's growing columns, past that size, stay mappings that
 grow in place and leave no holes in the heap.  Both while a file streams through and while a
-trace is written (:func:`writing`), the free top of a heap is kept up to 16 MB instead of glibc's
-128 KB, for the next blocks to reuse; the explicit trims (:func:`trim`) still give it back.  A
-worker process of a merge's pool, which reads one rank after another, keeps what it freed instead
-(:func:`keep_freed`): the next rank reuses it.  A no-op where there is no glibc.
+trace is written (:func:`writing`), the free top of a heap goes back to the system only once it
+passes 16 MB instead of glibc's 128 KB (less for a small input), for the next blocks to reuse; the
+explicit trims (:func:`trim`) still give it back.  A worker process of a merge's pool, which
+reads one rank after another, keeps what it freed instead (:func:`keep_freed`): the next rank
+reuses it.  A no-op where there is no glibc.
 """
 
 from __future__ import annotations
@@ -72,15 +73,22 @@ def _set_trim(n: int) -> None:
         _mallopt(M_TRIM_THRESHOLD, n)
 
 
-STREAM_TRIM_THRESHOLD = 16 << 20   # the free top of a heap kept while a file streams through (stream_start)
-WRITE_MMAP_THRESHOLD = 16 << 20    # blocks up to this size come from the heap while a trace is written (writing)
-WRITE_TRIM_THRESHOLD = 16 << 20    # ... and the free top of a heap kept, up to this size
+STREAM_TRIM_THRESHOLD = 16 << 20   # a heap's free top goes back past this while a file streams through ...
+STREAM_TRIM_SHARE = 16             # ... or past this share of its text, if less (stream_start)
+GZIP_TEXT = 8                      # a gzipped trace's text, about this many times its size (Kineto's: 10-12)
+WRITE_THRESHOLD = 16 << 20         # while a trace is written, blocks up to this size come from the heap, and
+                                   # its free top goes back past it (writing) ...
+WRITE_EVENT_BYTES = 24             # ... or past this many bytes for each event of the trace, if less
+
+
+def _kept(n: int, most: int, least: int) -> int:
+    return max(least, min(most, n))
 
 
 _streaming = False
 
 
-def stream_start(block: int) -> None:
+def stream_start(block: int, text: int | None = None) -> None:
     """While a big file's text streams through, a ``block`` of bytes and a batch's columns at a
     time: memory blocks of up to one and a half of those come from the heap, where the next block
     reuses the space the last one freed, instead of each being a new mapping that the system
@@ -92,15 +100,17 @@ def stream_start(block: int) -> None:
     every 8 blocks to stay within its memory and spent 0.70-0.79 s; at 1.5 MB, trimmed every 32
     blocks, 0.65-0.67 s (CPU 1.11-1.21 -> 1.00-1.04 s, page faults 134-149k -> 82-91k), its
     peak no higher (116-120 against 117-128 MiB; docs/design.md, "Ninth day").
-    The free top of each heap (the main one, and those of the scanning threads) is kept up to
-    :data:`STREAM_TRIM_THRESHOLD` (glibc gives back anything past 128 KB at each ``free``
-    otherwise, which the next blocks fault in again page by page): on the 1M conversion 74k -> 50k
-    page faults while reading, 0.52 -> 0.48 s, its peak 5 MB higher (docs/design.md,
-    "Thirty-seventh day"); the trims every few hundred batches still give it back.
-    :func:`stream_end` sets both thresholds back."""
+    The free top of each heap (the main one, and those of the scanning threads) goes back to the
+    system only once it passes :data:`STREAM_TRIM_THRESHOLD`, or a sixteenth of the ``text`` to
+    come when its size is given and that is less (glibc gives it back past 128 KB at each ``free``
+    otherwise, and the next blocks fault it in again page by page): on the 1M conversion 74k ->
+    50k page faults while reading, 0.52 -> 0.48 s, its peak 5 MB higher; at 100k events the peak
+    no higher (docs/design.md, "Thirty-seventh day").  The trims every few hundred batches still
+    give it back.  :func:`stream_end` sets both thresholds back."""
     global _streaming
     _set_threshold(block + block // 2)         # (any mallopt also ends glibc's dynamic threshold)
-    _set_trim(STREAM_TRIM_THRESHOLD)
+    _set_trim(STREAM_TRIM_THRESHOLD if text is None
+              else _kept(text // STREAM_TRIM_SHARE, STREAM_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD))
     _streaming = True
 
 
@@ -116,18 +126,20 @@ def stream_end() -> None:
 
 
 @contextlib.contextmanager
-def writing() -> Iterator[None]:
-    """While a trace is laid out and written (:func:`traceconv.api.save`): blocks up to
-    :data:`WRITE_MMAP_THRESHOLD` come from the heap and the free top of a heap is kept up to
-    :data:`WRITE_TRIM_THRESHOLD`, so that the writer's temporaries (NumPy's arrays of a few MB per
+def writing(events: int) -> Iterator[None]:
+    """While a trace of ``events`` events is laid out and written (:func:`traceconv.api.save`):
+    blocks up to :data:`WRITE_THRESHOLD` come from the heap, whose free top goes back to the
+    system only past that size (:data:`WRITE_EVENT_BYTES` for each event instead, if that is
+    less, and at least 1 MB), so that the writer's temporaries (NumPy's arrays of a few MB per
     column while nesting and sorting the windows, the encoder's buffers) reuse the memory the last
     ones freed instead of each being a mapping the system zeroes page by page and unmaps again.
-    The 1M conversion's save: 38k -> 17-24k page faults, system time 0.11 -> 0.03-0.08 s, its
-    peak no higher than the read's (docs/design.md, "Thirty-seventh day").  The trims after
-    nesting and after the args' first pass still give the heap's free space back.  Afterwards
-    both thresholds are set back to 1 MB and 128 KB."""
-    _set_threshold(WRITE_MMAP_THRESHOLD)
-    _set_trim(WRITE_TRIM_THRESHOLD)
+    The 1M conversion's save: 38k -> 17-24k page faults, system time 0.11 -> 0.03-0.08 s, its peak
+    no higher than the read's (docs/design.md, "Thirty-seventh day").  The trims after nesting and
+    after the args' first pass still give the heap's free space back.  Afterwards both thresholds
+    are set back to 1 MB and 128 KB."""
+    n = _kept(events * WRITE_EVENT_BYTES, WRITE_THRESHOLD, MMAP_THRESHOLD)
+    _set_threshold(n)
+    _set_trim(n)
     try:
         yield
     finally:

@@ -185,11 +185,12 @@ class ReadPaths:
             f = src.open()
         except OSError:
             raise _ChunkFailure from None
-        memory.stream_start(CHUNK_BYTES)
         try:
             with f:
+                size = src.size()
+                memory.stream_start(CHUNK_BYTES, size * (memory.GZIP_TEXT if src.gzipped else 1))
                 raw = getattr(f, "fileobj", None) or f
-                self._progress = ([0], src.size(), f"reading {src.path.name} (MB)")
+                self._progress = ([0], size, f"reading {src.path.name} (MB)")
                 blocks = _Prefetch(_utf8_blocks(_read_blocks(f, CHUNK_BYTES, raw, self._progress[0]),
                                                 self._bad_utf8))
                 try:
