@@ -186,15 +186,29 @@ def open_times(files: dict[str, Path], repeat: int) -> dict[str, dict]:
                     "least_seconds": min(w for w, _ in rs)} for label, rs in runs.items()}
 
 
+def oracle():  # noqa: ANN201 - the module
+    """The tests' way of running trace_processor and reading its answers (tests/perfetto_oracle.py)."""
+    tests = str(HERE.parent / "tests")
+    if tests not in sys.path:           # (called for each .pftrace the bench writes)
+        sys.path.insert(0, tests)
+    import perfetto_oracle
+
+    return perfetto_oracle
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """``data`` at ``path``, written under another name, then renamed: an interrupted run leaves
+    no half file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.rename(path)
+
+
 def perfetto_problems(path: Path) -> list[str] | None:
     """trace_processor's error and data-loss stats for a file it opens (``name: value``; None
     without trace_processor), as the tests' oracle reads them (tests/perfetto_oracle.py): an output
     it loads with errors is no output, however fast."""
-    tests = str(HERE.parent / "tests")
-    if tests not in sys.path:           # (called for each .pftrace the bench writes)
-        sys.path.insert(0, tests)
-    import perfetto_oracle as tp
-
+    tp = oracle()
     if not tp.TP_PATH.exists():
         return None
     try:
@@ -210,15 +224,12 @@ def parse_size(text: str) -> int:
 
 
 def ensure(path: Path, events: int, **kw) -> Path:
-    """The generated trace at ``path``, made once (written under another name, then renamed,
-    so that an interrupted run leaves no half file)."""
+    """The generated trace at ``path``, made once (:func:`write_new`)."""
     if not path.exists():
         sys.path.insert(0, str(HERE))
         from generate import generate
         print(f"generating {path.name} ({events:,} events)...", flush=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(generate(events, **kw))
-        tmp.rename(path)
+        write_new(path, generate(events, **kw))
     return path
 
 

@@ -20,25 +20,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench import DATA, TRACE_PROCESSOR, ensure, open_times, parse_size  # noqa: E402
+from bench import DATA, TRACE_PROCESSOR, ensure, open_times, oracle, parse_size, write_new  # noqa: E402
 
 WHOLE = "no args, no flows, durations in whole µs"
 COUNTS = ("select (select count(*) from slice) as slices, (select count(*) from args) as args, "
           "(select count(*) from flow) as flows, (select ifnull(sum(value), 0) from stats "
-          "where severity in ('error', 'data_loss')) as problems;\n")
-
-
-def write_new(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.rename(path)
+          "where severity in ('error', 'data_loss')) as problems")
 
 
 def json_variants(src: Path, work: Path) -> dict[str, Path]:
@@ -131,11 +124,9 @@ def one_packet_per_slice(src: Path, out: Path | None = None) -> Path:
     return out
 
 
-def counts(path: Path, query: Path) -> dict[str, int]:
-    """trace_processor's slices, args rows, flows and error stats of ``path`` (``query``: COUNTS)."""
-    r = subprocess.run([str(TRACE_PROCESSOR), "-q", str(query), str(path)], capture_output=True, text=True, check=True)
-    head, row = r.stdout.strip().splitlines()[-2:]
-    return dict(zip((h.strip('"') for h in head.split(",")), map(int, row.split(","))))
+def counts(path: Path) -> dict[str, int]:
+    """trace_processor's slices, args rows, flows and error stats of ``path``."""
+    return oracle().query(path, COUNTS)[0]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -159,9 +150,7 @@ def main() -> None:
         files[f".pftrace, {label}"] = pftrace_of(path, work)
     files[f".pftrace, {WHOLE}, one packet a slice"] = one_packet_per_slice(files[f".pftrace, {WHOLE}"])
     times = open_times(files, a.repeat)
-    query = work / "counts.sql"
-    query.write_text(COUNTS)
-    rows = {label: {**counts(path, query), **times[label], "bytes": os.path.getsize(path)}
+    rows = {label: {**counts(path), **times[label], "bytes": os.path.getsize(path)}
             for label, path in files.items()}
     w = max(map(len, rows))
     print(f"{'file':<{w}}  {'MB':>6}  {'slices':>8}  {'args':>9}  {'problems':>8}  {'opens in':>8}  CPU")

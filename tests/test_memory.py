@@ -106,11 +106,11 @@ elif phase == "small stream":
     memory.stream_start(1 << 20, 32 << 20)          # 32 MB of text: the heap's top given back past 2 MB
     print(*held_freed(8, 1 << 20))
 elif phase == "write":
-    with memory.writing(1_000_000):
+    with memory.writing(1_424_532):                 # the bench's 1M trace written: a stream of 1.4M events
         print(*held_freed(1, 8 << 20))              # a writer's temporary of 8 MB (a column at 1M slices)
     print(*held_freed(1, 12 << 20))                 # (more than the 8 MB still free at the heap's top)
 else:
-    with memory.writing(100_000):                   # blocks from the heap up to 2.4 MB
+    with memory.writing(142_000):                   # its 100k trace: blocks from the heap up to 2.3 MB
         print(*held_freed(1, 8 << 20))
 """
 
@@ -131,7 +131,7 @@ def test_while_streaming_the_free_top_of_the_heap_stays_for_the_next_blocks():
 
 
 def test_while_writing_a_temporary_comes_from_the_heap_and_stays_for_the_next():
-    # an 8 MB array freed while writing stays for the writer's next one; afterwards a block that
+    # an 8 MB array freed while writing 1M events stays for the writer's next one; afterwards a block that
     # the heap's free top cannot hold is a mapping of its own (the mmap threshold at 1 MB), given
     # back when freed
     (held, freed), (held_after, freed_after) = _top_held_freed("write")
@@ -141,8 +141,8 @@ def test_while_writing_a_temporary_comes_from_the_heap_and_stays_for_the_next():
 
 def test_what_is_kept_scales_with_a_small_input():
     # with 32 MB of text to come, eight freed blocks at the heap's top go back (past 2 MB, not 16);
-    # a trace of 100k events takes no 8 MB temporary from the heap (a mapping of its own, given
-    # back when freed)
+    # writing a trace of 100k events takes no 8 MB temporary from the heap (a mapping of its own,
+    # given back when freed)
     [(held, freed)] = _top_held_freed("small stream")
     assert held >= 7 and freed <= 1
     [(held, freed)] = _top_held_freed("small write")

@@ -14,7 +14,7 @@ from . import formats as _formats
 from . import memory
 from .errors import ConversionWarning, TraceconvError, WarningCode, count, signals_held
 from .io import atomic_output, check_output, open_source, refuse_binary_terminal, stream_fd
-from .model.layout import nest
+from .model.layout import nest, stream_length
 from .remote import URL, is_url
 from .model import Trace, enforce_time_domain
 from .progress import report
@@ -91,8 +91,7 @@ def save(trace: Trace, path: PathLike, format: str | None = None, *,
     writer = fmt.load("writer")
     refuse_binary_terminal(path, is_binary(fmt))
     with atomic_output(path, inputs=inputs, binary=is_binary(fmt)) as out, \
-            (memory.writing(len(trace.slices) + len(trace.instants) + len(trace.counters))
-             if threads else contextlib.nullcontext()):
+            (memory.writing(stream_length(trace)) if threads else contextlib.nullcontext()):
         writer(trace, out, threads=threads)
 
 

@@ -78,7 +78,7 @@ STREAM_TRIM_SHARE = 16             # ... or past this share of its text, if less
 GZIP_TEXT = 8                      # a gzipped trace's text, about this many times its size (Kineto's: 10-12)
 WRITE_THRESHOLD = 16 << 20         # while a trace is written, blocks up to this size come from the heap, and
                                    # its free top goes back past it (writing) ...
-WRITE_EVENT_BYTES = 24             # ... or past this many bytes for each event of the trace, if less
+WRITE_STREAM_BYTES = 16            # ... or past this many bytes for each event of the stream written, if less
 
 
 def _kept(n: int, most: int, least: int) -> int:
@@ -127,17 +127,18 @@ def stream_end() -> None:
 
 @contextlib.contextmanager
 def writing(events: int) -> Iterator[None]:
-    """While a trace of ``events`` events is laid out and written (:func:`traceconv.api.save`):
-    blocks up to :data:`WRITE_THRESHOLD` come from the heap, whose free top goes back to the
-    system only past that size (:data:`WRITE_EVENT_BYTES` for each event instead, if that is
-    less, and at least 1 MB), so that the writer's temporaries (NumPy's arrays of a few MB per
+    """While a trace is laid out and written as a stream of ``events`` events
+    (:func:`traceconv.model.layout.stream_length`: a slice's begin and end are two;
+    :func:`traceconv.api.save`): blocks up to :data:`WRITE_THRESHOLD` come from the heap, whose
+    free top goes back to the system only past that size (:data:`WRITE_STREAM_BYTES` for each
+    event instead, if that is less, and at least 1 MB), so that the writer's temporaries (NumPy's arrays of a few MB per
     column while nesting and sorting the windows, the encoder's buffers) reuse the memory the last
     ones freed instead of each being a mapping the system zeroes page by page and unmaps again.
     The 1M conversion's save: 38k -> 17-24k page faults, system time 0.11 -> 0.03-0.08 s, its peak
     no higher than the read's (docs/design.md, "Thirty-seventh day").  The trims after nesting and
     after the args' first pass still give the heap's free space back.  Afterwards both thresholds
     are set back to 1 MB and 128 KB."""
-    n = _kept(events * WRITE_EVENT_BYTES, WRITE_THRESHOLD, MMAP_THRESHOLD)
+    n = _kept(events * WRITE_STREAM_BYTES, WRITE_THRESHOLD, MMAP_THRESHOLD)
     _set_threshold(n)
     _set_trim(n)
     try:
